@@ -1,0 +1,3 @@
+from miiii.cli import main
+
+raise SystemExit(main())

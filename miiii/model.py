@@ -1,0 +1,166 @@
+"""One transformer family, pure-functional Flax linen: `apply(params, x) -> (logits, acts)`.
+
+Settings cover the paper's model (one block, no biases, no LayerNorm, heads summed, ReLU d -> 4d -> d,
+dropout on the residual stream, He-normal init, one unembedding head per task read from the last
+position) and the book's AdditionTransformer (pre-LN, causal single head, FFN with bias, final LN,
+head tied to the token embedding). Weight and activation names follow TransformerLens.
+
+`acts` is returned explicitly (no `sow`): under jit whatever the caller ignores is dead code.
+With `readout="last"` the final block computes queries, attention output, MLP and unembedding at
+the last position only (keys and values at every position); the logits are exactly those of the
+full computation, and that block's activations are those of the last position.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from miiii.config import ModelConfig
+
+
+def _normal(std: float):
+    return nn.initializers.normal(stddev=std)
+
+
+def _uniform(bound: float):
+    return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+class Init:
+    """Initialisers by weight role, per scheme: he (paper), torch (book: PyTorch defaults), nanda."""
+
+    def __init__(self, scheme: str, d_model: int):
+        self.scheme, self.d = scheme, d_model
+
+    def embed(self):
+        return {"he": _normal(math.sqrt(2 / self.d)), "torch": _normal(1.0), "nanda": _normal(1 / math.sqrt(self.d))}[
+            self.scheme
+        ]
+
+    def matrix(self, fan_in: int):
+        return {
+            "he": _normal(math.sqrt(2 / fan_in)),
+            "torch": _uniform(1 / math.sqrt(fan_in)),  # nn.Linear: kaiming_uniform(a=sqrt 5)
+            "nanda": _normal(1 / math.sqrt(self.d)),
+        }[self.scheme]
+
+    def bias(self, fan_in: int):
+        return _uniform(1 / math.sqrt(fan_in)) if self.scheme == "torch" else nn.initializers.zeros
+
+
+class Attention(nn.Module):
+    cfg: ModelConfig
+    last_only: bool  # queries at the last position only
+
+    @nn.compact
+    def __call__(self, h):  # h: (b, t, d)
+        c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
+        H, d, e = c.n_heads, c.d_model, c.d_head
+        W_Q = self.param("W_Q", init.matrix(d), (H, d, e))
+        W_K = self.param("W_K", init.matrix(d), (H, d, e))
+        W_V = self.param("W_V", init.matrix(d), (H, d, e))
+        W_O = self.param("W_O", init.matrix(H * e), (H, e, d))
+        hq = h[:, -1:] if self.last_only else h
+        q = jnp.einsum("bqd,hde->bhqe", hq, W_Q)
+        k = jnp.einsum("bkd,hde->bhke", h, W_K)
+        v = jnp.einsum("bkd,hde->bhke", h, W_V)
+        scores = jnp.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(e)
+        if c.causal:
+            t = h.shape[1]
+            qpos = jnp.arange(t)[-q.shape[2]:, None]
+            scores = jnp.where(qpos >= jnp.arange(t)[None, :], scores, -jnp.inf)
+        pattern = jax.nn.softmax(scores, axis=-1)  # (b, H, q, k)
+        z = jnp.einsum("bhqk,bhke->bhqe", pattern, v)
+        out = jnp.einsum("bhqe,hed->bqd", z, W_O)  # heads summed == concat then W_O
+        return out, {"hook_pattern": pattern}
+
+
+class MLP(nn.Module):
+    cfg: ModelConfig
+
+    @nn.compact
+    def __call__(self, h):  # (b, t, d)
+        c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
+        W_in = self.param("W_in", init.matrix(c.d_model), (c.d_model, c.mlp_dim))
+        W_out = self.param("W_out", init.matrix(c.mlp_dim), (c.mlp_dim, c.d_model))
+        pre = h @ W_in
+        if c.mlp_bias:
+            pre = pre + self.param("b_in", init.bias(c.d_model), (c.mlp_dim,))
+        post = jax.nn.relu(pre)  # (b, t, d_mlp)
+        out = post @ W_out
+        if c.mlp_bias:
+            out = out + self.param("b_out", init.bias(c.mlp_dim), (c.d_model,))
+        return out, {"hook_post": post}
+
+
+class Block(nn.Module):
+    cfg: ModelConfig
+    last_only: bool
+
+    @nn.compact
+    def __call__(self, h, train: bool):
+        c = self.cfg
+        norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
+        drop = nn.Dropout(c.dropout, deterministic=not train)
+        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(norm("ln1")(h))
+        h = h[:, -1:] if self.last_only else h
+        h = drop(h + attn_out)
+        mid = h
+        mlp_out, mlp_acts = MLP(c, name="mlp")(norm("ln2")(h))
+        h = drop(h + mlp_out)
+        acts = {f"attn.{k}": v for k, v in attn_acts.items()} | {f"mlp.{k}": v for k, v in mlp_acts.items()}
+        return h, acts | {"hook_resid_mid": mid, "hook_resid_post": h}
+
+
+class Transformer(nn.Module):
+    """Token (+ positional) embedding -> n_layers blocks -> [final LN] -> unembedding.
+
+    logits: (b, S, d_out) with S = n_out heads at the last position (readout "last") or one slot per
+    position (readout "all"). d_vocab, n_ctx, n_out, d_out come from the task.
+    """
+
+    cfg: ModelConfig
+    d_vocab: int
+    n_ctx: int
+    n_out: int
+    d_out: int
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):  # x: (b, t) int32
+        c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
+        W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
+        h = W_E[x]  # (b, t, d)
+        acts = {"hook_embed": h}
+        if c.pos_embed:
+            W_pos = self.param("W_pos", init.embed(), (self.n_ctx, c.d_model))
+            h = h + W_pos[: x.shape[1]]
+            acts["hook_pos_embed"] = W_pos[: x.shape[1]]
+        for i in range(c.n_layers):
+            last_only = c.readout == "last" and i == c.n_layers - 1
+            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train)
+            acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
+        if c.layer_norm:
+            h = nn.LayerNorm(epsilon=1e-5, name="ln_final")(h)
+        if c.tie_head:
+            logits = h @ W_E.T  # (b, t, d_vocab)
+        elif c.readout == "all":
+            W_U = self.param("W_U", init.matrix(c.d_model), (c.d_model, self.d_out))
+            logits = h @ W_U  # (b, t, d_out)
+        else:
+            W_U = self.param("W_U", init.matrix(c.d_model), (self.n_out, c.d_model, self.d_out))
+            logits = jnp.einsum("bd,sdc->bsc", h[:, -1], W_U)  # (b, S, d_out)
+        acts["logits"] = logits
+        return logits, acts
+
+
+def build_model(cfg: ModelConfig, task) -> Transformer:
+    n_out = task.n_slots if cfg.readout == "last" else 1
+    return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=task.n_ctx, n_out=n_out, d_out=task.d_out)
+
+
+def count_params(params) -> int:
+    return sum(int(v.size) for v in jax.tree.leaves(params))

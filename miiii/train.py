@@ -1,0 +1,174 @@
+"""Pure training functions: one step, a `lax.scan` over a chunk of steps, evaluation.
+
+`step(state, data) -> (state, metrics)` is pure; `chunk` scans it and is jitted once (per chunk
+length). Time is the leading axis of everything a chunk returns. Datasets and the task's loss
+description travel as jit arguments, never as closed-over constants. Randomness (dropout, minibatch
+order) is a function of (seed, step), so a run resumed at step t replays exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from miiii.config import RunConfig
+from miiii.model import build_model
+from miiii.optim import make_optimizer
+from miiii.tasks import Task
+
+METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc")
+
+
+class TrainState(NamedTuple):
+    params: dict
+    opt_state: optax.OptState
+    step: jax.Array  # int32, steps taken
+    key: jax.Array  # root PRNG key of the run; per-step keys are folded from it
+
+
+def loss_and_metrics(logits, y, spec):
+    """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)).
+
+    All tasks in one fused computation: classes >= n_classes[s] are masked, CE is taken per slot,
+    then weighted into the training loss and grouped into per-task metrics (see tasks.py).
+    """
+    logits = logits.astype(jnp.float32)  # the loss is float32 whatever the compute dtype
+    valid_class = jnp.arange(logits.shape[-1])[None, :] < spec["n_classes"][:, None]  # (S, C)
+    logits = jnp.where(valid_class, logits, -1e9)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    ce = -jnp.take_along_axis(logp, y[..., None], axis=-1)[..., 0]  # (b, S)
+    ce_slot = ce.mean(0)  # (S,)
+    loss = ce_slot @ spec["loss_weight"]
+    task_loss = spec["group_loss"] @ ce_slot  # (K,)
+    wrong = (jnp.argmax(logits, -1) != y).astype(jnp.float32)  # (b, S)
+    task_acc = ((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).mean(0)  # (K,)
+    return loss, task_loss, task_acc
+
+
+class Trainer(NamedTuple):
+    """The jitted functions of one run, built from its config and task."""
+
+    init: Callable  # (seed) -> TrainState
+    chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first)
+    evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
+    apply: Callable  # (params, x) -> (logits, acts) in eval mode
+    model: object
+    tx: optax.GradientTransformation
+
+
+def task_data(task: Task) -> dict:
+    """Everything a chunk reads from the task, as device arrays (jit arguments)."""
+    return dict(
+        train_x=jnp.asarray(task.train.x), train_y=jnp.asarray(task.train.y),
+        valid_x=jnp.asarray(task.valid.x), valid_y=jnp.asarray(task.valid.y),
+        spec={k: jnp.asarray(v) for k, v in task.arrays().items()},
+    )
+
+
+def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) -> Trainer:
+    """`record_fn(apply, params) -> dict` (optional) is evaluated every step and stacked with the metrics."""
+    model = build_model(cfg.model, task)
+    tx = make_optimizer(cfg.optim, cfg.train.steps)
+    n_train = len(task.train.x)
+    batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
+    steps_per_epoch = max(n_train // batch, 1) if batch else 1
+    eval_every = cfg.train.eval_every
+
+    def apply(params, x, train=False, key=None):
+        rngs = {"dropout": key} if train else None
+        return model.apply({"params": params}, x, train=train, rngs=rngs)
+
+    def init(seed: int) -> TrainState:
+        key = jax.random.key(seed)
+        params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
+        return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
+
+    def evaluate(params, x, y, spec):
+        logits, _ = apply(params, x)
+        return loss_and_metrics(logits, y, spec)
+
+    def epoch_order(key, epoch):
+        return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
+
+    def step(carry, data):
+        state, order = carry
+        t = state.step
+        if batch:  # minibatches without replacement; the order is redrawn at each epoch boundary
+            order = jax.lax.cond(
+                t % steps_per_epoch == 0, lambda: epoch_order(state.key, t // steps_per_epoch), lambda: order
+            )
+            idx = jax.lax.dynamic_slice(order, ((t % steps_per_epoch) * batch,), (batch,))
+            x, y = data["train_x"][idx], data["train_y"][idx]
+        else:
+            x, y = data["train_x"], data["train_y"]
+        dropout_key = jax.random.fold_in(jax.random.fold_in(state.key, 1), t)
+
+        def loss_fn(params):
+            logits, _ = apply(params, x, train=True, key=dropout_key)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"])
+            return loss, (task_loss, task_acc)
+
+        (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        k = train_loss.shape[0]
+        valid_loss, valid_acc = jax.lax.cond(
+            t % eval_every == 0,
+            lambda: evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:],
+            lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)),
+        )
+        metrics = dict(loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc)
+        if record_fn is not None:
+            metrics["record"] = record_fn(apply, state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return (TrainState(params, opt_state, t + 1, state.key), order), metrics
+
+    def chunk(state: TrainState, data: dict, n_steps: int):
+        """Metrics at index i describe the parameters *before* update state.step + i."""
+        order = epoch_order(state.key, state.step // steps_per_epoch) if batch else jnp.zeros((0,), jnp.int32)
+        (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
+        return state, metrics
+
+    return Trainer(
+        init=init,
+        chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
+        evaluate=jax.jit(evaluate),
+        apply=jax.jit(apply),
+        model=model,
+        tx=tx,
+    )
+
+
+def evaluate_split(trainer: Trainer, params, split, spec, batch: int = 8192) -> dict:
+    """Eval-mode loss and per-task metrics on a whole split, in batches (host loop, end of run only)."""
+    n = len(split.x)
+    tot_loss, tot_tl, tot_acc = 0.0, 0.0, 0.0
+    for i in range(0, n, batch):
+        xb, yb = jnp.asarray(split.x[i:i + batch]), jnp.asarray(split.y[i:i + batch])
+        loss, tl, acc = trainer.evaluate(params, xb, yb, spec)
+        w = len(xb) / n
+        tot_loss, tot_tl, tot_acc = tot_loss + w * loss, tot_tl + w * tl, tot_acc + w * acc
+    return dict(loss=float(tot_loss), task_loss=np.asarray(tot_tl).tolist(), task_acc=np.asarray(tot_acc).tolist())
+
+
+def greedy_decode(trainer: Trainer, params, prompt: np.ndarray, n_new: int) -> np.ndarray:
+    """Autoregressive greedy decoding for sequence tasks: prompt (b, t0) -> (b, n_new) predicted tokens.
+
+    Each predicted token is fed back; the model sees a fixed-length padded window so one compiled
+    program serves every step (causal attention makes the padding invisible to earlier positions).
+    """
+    b, t0 = prompt.shape
+    n_ctx = t0 + n_new - 1
+    seq = np.zeros((b, n_ctx), np.int32)
+    seq[:, :t0] = prompt
+    out = np.zeros((b, n_new), np.int32)
+    for i in range(n_new):
+        logits, _ = trainer.apply(params, jnp.asarray(seq))
+        tok = np.asarray(jnp.argmax(logits[:, t0 - 1 + i], -1))
+        out[:, i] = tok
+        if t0 + i < n_ctx:
+            seq[:, t0 + i] = tok
+    return out
