@@ -1,0 +1,62 @@
+# miiii: `make train` and `make test` set up .venv themselves on a fresh clone.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+PRESET  ?= nanda-cpu
+ARGS    ?=
+RUN     ?=
+
+.PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
+        train-addition train-reversal train-tiny test lint presets clean
+
+help:  ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install miiii with its dev tools (CPU JAX)
+
+install-gpu: $(STAMP)  ## install the CUDA build of JAX into .venv (CUDA=12 for older drivers)
+	$(BIN)/python -m pip install -U "jax[cuda$(or $(CUDA),13)]"
+	$(BIN)/python -c "import jax; print('devices:', jax.devices())"
+
+train: $(STAMP)  ## train the default preset (nanda-cpu: groks in minutes on a CPU); PRESET=… ARGS=…
+	$(BIN)/python -m miiii train --preset $(PRESET) $(ARGS)
+
+train-nanda: $(STAMP)  ## Nanda et al.'s modular addition, p = 113 (GPU scale)
+	$(BIN)/python -m miiii train --preset nanda $(ARGS)
+
+train-miiii: $(STAMP)  ## the paper's 29-task run, p = 113, 65,536 steps (GPU scale)
+	$(BIN)/python -m miiii train --preset miiii $(ARGS)
+
+train-miiii-masked: $(STAMP)  ## miiii with q in {2,3,5,7} out of the loss
+	$(BIN)/python -m miiii train --preset miiii-masked $(ARGS)
+
+train-miiii-basis: $(STAMP)  ## miiii with shuffled labels (baseline)
+	$(BIN)/python -m miiii train --preset miiii-basis $(ARGS)
+
+train-addition: $(STAMP)  ## the book's 3-digit adder (17,760 parameters)
+	$(BIN)/python -m miiii train --preset addition $(ARGS)
+
+train-reversal: $(STAMP)  ## the book's 5-digit reversal
+	$(BIN)/python -m miiii train --preset reversal $(ARGS)
+
+train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
+	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
+
+presets: $(STAMP)  ## list the presets
+	$(BIN)/python -m miiii presets
+
+test: $(STAMP)  ## run the test suite (CPU, under 10 minutes on 2 cores)
+	$(BIN)/python -m pytest -q $(ARGS)
+
+lint: $(STAMP)  ## ruff
+	$(BIN)/ruff check .
+
+clean:  ## remove caches (not runs/)
+	rm -rf .pytest_cache .ruff_cache build *.egg-info
