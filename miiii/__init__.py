@@ -4,4 +4,6 @@ from miiii.config import PRESETS, ConfigError, RunConfig, apply_overrides, get_p
 from miiii.rundir import Run, load_run
 from miiii.tasks import make_task
 
-__all__ = ["PRESETS", "ConfigError", "Run", "RunConfig", "load_run", "apply_overrides", "get_preset", "make_task", "validate"]
+__all__ = [
+    "PRESETS", "ConfigError", "Run", "RunConfig", "apply_overrides", "get_preset", "load_run", "make_task", "validate",
+]

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from miiii.config import (
+    _SECTION_TYPES,
     DEFAULT_PRESET,
     PRESETS,
     ConfigError,
-    _SECTION_TYPES,
     apply_overrides,
     get_preset,
 )

@@ -204,7 +204,8 @@ DEFAULT_PRESET = "nanda-cpu"
 
 def get_preset(name: str) -> RunConfig:
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset '{name}'; choose one of: {', '.join(PRESETS)} (see `python -m miiii presets`)")
+        names = ", ".join(PRESETS)
+        raise ConfigError(f"unknown preset '{name}'; choose one of: {names} (see `python -m miiii presets`)")
     return PRESETS[name][0]
 
 

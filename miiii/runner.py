@@ -135,7 +135,7 @@ def summarize(cfg, task: Task, trainer, params, step_axis, hist) -> dict:
         final["test"] = evaluate_split(trainer, params, task.test, spec)
     out = {
         "task": task.name, "task_names": list(task.task_names), "steps": int(cfg.train.steps), "final": final,
-        "grok_step": dict(zip(task.task_names, grok_steps(step_axis, hist["valid_acc"]))),
+        "grok_step": dict(zip(task.task_names, grok_steps(step_axis, hist["valid_acc"]), strict=True)),
     }
     if task.generative:
         prompt = task.valid.x[:, : task.answer_start + 1]

@@ -8,7 +8,8 @@ order) is a function of (seed, step), so a run resumed at step t replays exactly
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -70,7 +71,7 @@ def task_data(task: Task) -> dict:
 
 
 def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) -> Trainer:
-    """`record_fn(apply, params) -> dict` (optional) is evaluated every step and stacked with the metrics."""
+    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics."""
     model = build_model(cfg.model, task)
     tx = make_optimizer(cfg.optim, cfg.train.steps)
     n_train = len(task.train.x)
