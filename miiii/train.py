@@ -120,7 +120,9 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
             lambda: evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:],
             lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)),
         )
-    """`record_fn(apply, params) -> dict` (optional) runs every step; outputs are stacked with the metrics."""
+        metrics = dict(
+            loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc
+        )
         if record_fn is not None:
             metrics["record"] = record_fn(apply, state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
