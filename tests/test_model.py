@@ -22,7 +22,7 @@ def init(preset, **model_changes):
 
 
 def test_book_model_has_exactly_17760_parameters():
-    _, _, _, params = init("addition-tiny")
+    _, _, _, params = init("addition")
     assert count_params(params) == 17_760
     assert params["W_E"].size == 448 and params["W_pos"].size == 416  # 14 x 32, 13 x 32
     for i in range(2):
