@@ -8,7 +8,7 @@ ARGS    ?=
 RUN     ?=
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test lint presets clean
+        train-addition train-reversal train-tiny test lint presets bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -48,6 +48,11 @@ train-reversal: $(STAMP)  ## the book's 5-digit reversal
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
+
+TORCH ?= torch>=2.3
+bench: $(STAMP)  ## time miiii against the PyTorch references in ../shared/peers; writes bench.json
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python experiments/bench.py $(ARGS)
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
