@@ -13,14 +13,20 @@ TRACEABLE = ("lr", "weight_decay", "b1", "b2", "clip_norm", "alpha", "lamb")
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
-    """Linear warm-up from 0, then constant or cosine decay to 0 at `total_steps` (book)."""
+    """Linear warm-up from 0, then constant or cosine decay to 0 at `total_steps` (book).
+
+    Written as lr * (an optax schedule peaking at 1), so that a traced lr (a sweep) and a Python lr
+    (a single run) take the same arithmetic.
+    """
     lr = cfg.lr if lr is None else lr
     warm = max(cfg.warmup_steps, 0)
     if cfg.schedule == "cosine":
-        return optax.warmup_cosine_decay_schedule(0.0, lr, warm, max(total_steps, warm + 1), end_value=0.0)
-    if warm == 0:
-        return optax.constant_schedule(lr)
-    return optax.join_schedules([optax.linear_schedule(0.0, lr, warm), optax.constant_schedule(lr)], [warm])
+        unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warm, max(total_steps, warm + 1), end_value=0.0)
+    elif warm == 0:
+        unit = optax.constant_schedule(1.0)
+    else:
+        unit = optax.join_schedules([optax.linear_schedule(0.0, 1.0, warm), optax.constant_schedule(1.0)], [warm])
+    return lambda count: lr * unit(count)
 
 
 def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -> optax.GradientTransformation:
