@@ -7,7 +7,6 @@ import optax
 from miiii.config import OptimConfig
 from miiii.grokfast import grokfast_ema, grokfast_ma
 
-
 # Scalar settings a sweep may pass as traced arrays (one value per vmapped member).
 TRACEABLE = ("lr", "weight_decay", "b1", "b2", "clip_norm", "alpha", "lamb")
 
