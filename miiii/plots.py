@@ -123,7 +123,8 @@ def fig_curves(run: Run, out: Path, kind: str = "acc") -> list[Path]:
             ok = ~np.isnan(y[:, k])
             ax.plot(step[ok], y[ok, k], color=c, lw=1, label=nm)
         ax.set_xscale("log")
-        ax.set_ylabel(f"{split} {'accuracy' if kind == 'acc' else 'loss / ln q' if run.config.task.name == 'miiii' else 'loss'}")
+        unit = "accuracy" if kind == "acc" else "loss / ln q" if run.config.task.name == "miiii" else "loss"
+        ax.set_ylabel(f"{split} {unit}")
         if kind == "acc":
             ax.set_ylim(-0.02, 1.02)
     axes[1].set_xlabel("step + 1 (log scale)")

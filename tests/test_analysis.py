@@ -144,7 +144,8 @@ def test_progress_measures_over_time():
     base = np.cos(2 * np.pi * k * (s[:, None] - np.arange(p)[None, :]) / p)
     logits = np.stack([0 * base, 2 * base, 10 * base])  # (T, p*p, p): a circuit growing over time
     x = np.arange(p)
-    W_E = np.stack([np.random.default_rng(0).normal(size=(p + 1, 4)), np.outer(np.r_[np.cos(2 * np.pi * k * x / p), 0], np.ones(4)), np.outer(np.r_[np.cos(2 * np.pi * k * x / p), 0], np.ones(4))])
+    clean = np.outer(np.r_[np.cos(2 * np.pi * k * x / p), 0], np.ones(4))  # (p + 1, 4): one frequency
+    W_E = np.stack([np.random.default_rng(0).normal(size=(p + 1, 4)), clean, clean])
     m = A.progress_measures(logits, W_E, p, [k], train_idx=np.arange(0, p * p, 3))
     assert set(m) == {"train_loss", "test_loss", "restricted_loss", "excluded_loss", "gini"}
     assert all(v.shape == (T,) for v in m.values())
