@@ -8,7 +8,8 @@ ARGS    ?=
 RUN     ?=
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test lint presets clean
+        train-addition train-reversal train-tiny test lint presets clean \
+        figures paper paper-cpu
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -48,6 +49,16 @@ train-reversal: $(STAMP)  ## the book's 5-digit reversal
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
+
+figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
+	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
+	$(BIN)/python -m miiii figures $(RUN) --out $(or $(OUT),figures)
+
+paper: $(STAMP)  ## the paper's five runs at full scale (GPU), all figures, results/paper/results.md
+	$(BIN)/python experiments/paper.py $(ARGS)
+
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 37, under 20 minutes on 2 cores): results/paper-cpu/
+	$(BIN)/python experiments/paper.py --smoke $(ARGS)
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
