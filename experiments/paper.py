@@ -40,7 +40,7 @@ ROLES = {
 EXTRA = {"nogrokfast": ["optim.grokfast=none"]}
 
 
-def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool) -> dict:
+def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None) -> dict:
     runs = {}
     for role in roles:
         preset = ROLES[role][1 if smoke else 0]
@@ -48,7 +48,7 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool) -> dict:
         if reuse and (run_dir / "summary.json").is_file():
             print(f"{role}: reusing {run_dir}", flush=True)
         else:
-            cfg = apply_overrides(get_preset(preset), EXTRA.get(role, []))
+            cfg = apply_overrides(get_preset(preset), EXTRA.get(role, []) + ([f"steps={steps}"] if steps else []))
             t = time.perf_counter()
             s = train_run(cfg, run_dir, progress=progress)
             done = sum(v is not None for v in s["grok_step"].values())
@@ -64,11 +64,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="default results/paper or results/paper-cpu")
     ap.add_argument("--roles", nargs="+", default=list(ROLES), choices=list(ROLES))
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs under OUT/runs instead of retraining")
+    ap.add_argument("--steps", type=int, default=None, help="override every run's train.steps (quick checks)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     out = args.out or Path("results") / ("paper-cpu" if args.smoke else "paper")
     t0 = time.perf_counter()
-    runs = run_all(out, args.smoke, args.roles, args.reuse, not args.no_progress)
+    runs = run_all(out, args.smoke, args.roles, args.reuse, not args.no_progress, args.steps)
     t_train = time.perf_counter() - t0
     paths = draw_all([r.path for r in runs.values()], out / "figures")
     wall = time.perf_counter() - t0

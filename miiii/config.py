@@ -206,17 +206,13 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
         "make train's default: (x0 + x1) mod 59, Nanda's recipe, no grokfast; memorises then groks in minutes",
     ),
     # `make paper-cpu` (experiments/paper.py --smoke): the paper's pipeline at CPU scale, chosen so the
-    # qualitative results still show in minutes on 2 cores. 50 % train as in the original code.
-    **{
-        f"{name}-paper-cpu": (
-            _set(PAPER_CPU, task=dict(name=task, variant=variant)) if task == "miiii" else PAPER_CPU_NANDA, desc)
-        for name, task, variant, desc in [
-            ("nanda", "nanda", "none", "make paper-cpu: (x0 + x1) mod 37 at the miiii CPU recipe's size"),
-            ("miiii", "miiii", "none", "make paper-cpu: x0 + 37*x1 mod every prime < 37, CPU scale"),
-            ("miiii-masked", "miiii", "masked", "make paper-cpu: miiii-paper-cpu with q in {2,3,5,7} out of the loss"),
-            ("miiii-basis", "miiii", "basis", "make paper-cpu: miiii-paper-cpu with shuffled labels"),
-        ]
-    },
+    # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).
+    "nanda-paper-cpu": (PAPER_CPU_NANDA, "make paper-cpu: (x0 + x1) mod p at the miiii CPU recipe's size"),
+    "miiii-paper-cpu": (PAPER_CPU, "make paper-cpu: x0 + x1*p mod every prime < p at CPU scale"),
+    "miiii-masked-paper-cpu": (_set(PAPER_CPU, task=dict(variant="masked")),
+                               "make paper-cpu: miiii-paper-cpu with q in {2,3,5,7} out of the loss"),
+    "miiii-basis-paper-cpu": (_set(PAPER_CPU, task=dict(variant="basis")),
+                              "make paper-cpu: miiii-paper-cpu with shuffled labels"),
 }
 DEFAULT_PRESET = "nanda-cpu"
 

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -213,6 +214,7 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     thr = norms[1:].mean() + A.ACTIVE_STD * norms[1:].std()
     a1.axhline(thr, color="k", ls=":", lw=0.8, label="mean + 2 std")
     a1.set_xlabel("frequency k")
+    a1.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     a1.set_ylabel("norm")
     a1.legend(fontsize=7, frameon=False)
     fig.tight_layout()
@@ -341,19 +343,34 @@ def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: 
     return save(fig, out, f"fig_progress_{name}")
 
 
-def over_training(run: Run, acts: dict, out: Path) -> list[Path]:
+def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
+    """At most k sorted distinct indices into n recorded steps, log- or linearly spaced, first and last kept.
+
+    A recording has one row per step; reading every row of a long run into float64 would not fit in memory.
+    """
+    if n <= k:
+        return np.arange(n)
+    pos = np.geomspace(1, n, k) - 1 if log else np.linspace(0, n - 1, k)
+    return np.unique(np.round(pos).astype(int))
+
+
+def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list[Path]:
     """Figures from per-step recordings (acts/index.json), when the run has them."""
     paths, p = [], run.config.task.p
+    steps = acts_steps(run)
     neurons = recorded_grid(run, NEURONS)
     if neurons is not None:
-        neurons = neurons[:, :, -1] if neurons.ndim == 4 else neurons  # (T, p*p, N)
-        paths += fig_dominance(acts_steps(run), dominance_over_time(neurons, p), out, label(run))
+        i = sample_steps(len(neurons), max_steps, log=True)
+        sel = np.asarray(neurons[i])
+        sel = sel[:, :, -1] if sel.ndim == 4 else sel  # (t, p*p, N)
+        paths += fig_dominance(steps[i], dominance_over_time(sel, p), out, label(run))
     logits = recorded_grid(run, "logits")
     if run.config.task.name == "nanda" and logits is not None and "W_E" in run.acts:
-        logits = np.asarray(logits, dtype=np.float64).reshape(logits.shape[0], p * p, -1)[..., :p]
+        i = sample_steps(len(logits), max_steps, log=False)
+        sel = np.asarray(logits[i], dtype=np.float64).reshape(len(i), p * p, -1)[..., :p]  # (t, p*p, p)
         _, key = A.neuron_key_freqs(A.neuron_freq_fractions(A.to_grid(acts[NEURONS][:, -1], p)))
-        measures = A.progress_measures(logits, run.acts["W_E"], p, key, train_idx(run))
-        paths += fig_progress(acts_steps(run), measures, key, out, label(run))
+        measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][i]), p, key, train_idx(run))
+        paths += fig_progress(steps[i], measures, key, out, label(run))
     return paths
 
 

@@ -163,3 +163,13 @@ def test_grok_steps_and_order():
     assert steps == [2, 3, None]
     assert A.grok_order(["q=2", "q=3", "q=5"], steps) == ["q=2", "q=3"]
     assert A.grok_order(["a", "b"], [7, 7]) == ["a", "b"]
+
+
+def test_sample_steps_bounds_the_recording_read():
+    from miiii.plots import sample_steps
+
+    assert sample_steps(5, 10, log=True).tolist() == [0, 1, 2, 3, 4]
+    for log in (True, False):
+        i = sample_steps(100_000, 50, log)
+        assert len(i) <= 50 and i[0] == 0 and i[-1] == 99_999 and np.all(np.diff(i) > 0)
+    assert sample_steps(100_000, 50, log=True)[5] < 10  # log spacing crowds the early steps
