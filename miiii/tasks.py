@@ -46,6 +46,7 @@ class Task:
     group_loss: np.ndarray  # (K, S) float32
     task_names: tuple[str, ...]  # (K,) names of the metric columns
     answer_start: int = 0  # sequence tasks: first target index of the answer span
+    max_len: int = 0  # positions in the embedding table; sequence tasks: the whole sequence (book: 13)
 
     @property
     def generative(self) -> bool:
@@ -55,6 +56,10 @@ class Task:
     @property
     def n_ctx(self) -> int:
         return self.train.x.shape[1]
+
+    @property
+    def n_pos(self) -> int:
+        return max(self.max_len, self.n_ctx)
 
     @property
     def n_slots(self) -> int:
@@ -218,6 +223,7 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
         group_loss=np.full((1, s), 1.0 / s, np.float32),
         task_names=(cfg.name,),
         answer_start=answer_start,
+        max_len=train_seq.shape[1],
     )
 
 

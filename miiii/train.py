@@ -50,11 +50,24 @@ def loss_and_metrics(logits, y, spec):
     return loss, task_loss, task_acc
 
 
+def epoch_order(key, epoch, n_train: int):
+    """The sample order of one epoch: a permutation drawn from (run key, epoch) alone."""
+    return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
+
+
+def batch_indices(key, step, n_train: int, batch: int):
+    """Minibatch of `step`: epochs of n_train // batch full batches, each epoch a fresh permutation."""
+    per_epoch = max(n_train // batch, 1)
+    order = epoch_order(key, step // per_epoch, n_train)
+    return jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
+
+
 class Trainer(NamedTuple):
     """The jitted functions of one run, built from its config and task."""
 
     init: Callable  # (seed) -> TrainState
-    chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first)
+    chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first); jitted, donates state
+    raw_chunk: Callable  # the same, not jitted: for vmap over seeds or hyper-parameters
     evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
@@ -92,16 +105,13 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
         logits, _ = apply(params, x)
         return loss_and_metrics(logits, y, spec)
 
-    def epoch_order(key, epoch):
-        return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
-
     def step(carry, data):
         state, order = carry
         t = state.step
         if batch:  # minibatches without replacement; the order is redrawn at each epoch boundary
             order = jax.lax.cond(
-                t % steps_per_epoch == 0, lambda: epoch_order(state.key, t // steps_per_epoch), lambda: order
-            )
+                t % steps_per_epoch == 0, lambda: epoch_order(state.key, t // steps_per_epoch, n_train), lambda: order
+            )  # the same indices as batch_indices(key, t, ...), without a permutation per step
             idx = jax.lax.dynamic_slice(order, ((t % steps_per_epoch) * batch,), (batch,))
             x, y = data["train_x"][idx], data["train_y"][idx]
         else:
@@ -131,13 +141,14 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
 
     def chunk(state: TrainState, data: dict, n_steps: int):
         """Metrics at index i describe the parameters *before* update state.step + i."""
-        order = epoch_order(state.key, state.step // steps_per_epoch) if batch else jnp.zeros((0,), jnp.int32)
+        order = epoch_order(state.key, state.step // steps_per_epoch, n_train) if batch else jnp.zeros((0,), jnp.int32)
         (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
         return state, metrics
 
     return Trainer(
         init=init,
         chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
+        raw_chunk=chunk,
         evaluate=jax.jit(evaluate),
         apply=jax.jit(apply),
         model=model,

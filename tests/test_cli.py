@@ -1,0 +1,96 @@
+"""The command line: a run directory as documented, and bad input -> one message, exit 2, nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "miiii", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def snapshot(path: Path):
+    return sorted((str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in path.rglob("*"))
+
+
+def test_train_writes_the_documented_run_directory(tmp_path):
+    run = tmp_path / "r"
+    res = cli("train", "--preset", "miiii-tiny", "--run-dir", str(run), "--steps", "40", "--seed", "2",
+              "--set", "chunk=20", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "metrics.npz", "params.npz", "summary.json"]
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["train"]["steps"] == 40 and cfg["train"]["seed"] == 2 and cfg["task"]["p"] == 23
+    m = np.load(run / "metrics.npz")
+    qs = [2, 3, 5, 7, 11, 13, 17, 19]
+    assert m["task_names"].tolist() == [f"q={q}" for q in qs]
+    assert m["step"].tolist() == list(range(40)) and m["loss"].shape == (40,)
+    for k in ("train_loss", "train_acc", "valid_loss", "valid_acc"):
+        assert m[k].shape == (40, len(qs)) and np.isfinite(m[k]).all()
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["grok_step"]) == {f"q={q}" for q in qs}
+    assert {"wall_s", "steps_per_s", "device", "n_params", "final"} <= set(summary)
+    assert len(summary["final"]["test"]["task_acc"]) == len(qs)
+    assert "run directory" in res.stdout
+
+
+def test_presets_lists_every_preset():
+    from miiii.config import PRESETS
+
+    res = cli("presets", "--keys")
+    assert res.returncode == 0
+    for name in PRESETS:
+        assert any(line.startswith(name + " ") for line in res.stdout.splitlines())
+    assert "optim.lamb" in res.stdout
+
+
+BAD = [
+    (["train", "--preset", "nope"], "unknown preset"),
+    (["train", "--set", "task.name=sorting"], "unknown task"),
+    (["train", "--preset", "miiii-tiny", "--set", "p=21"], "prime"),
+    (["train", "--preset", "miiii-tiny", "--set", "p=3"], "p >= 5"),
+    (["train", "--preset", "nanda-tiny", "--set", "p=-7"], "prime"),
+    (["train", "--preset", "nanda-tiny", "--set", "p=1000003"], "not supported"),
+    (["train", "--preset", "nanda-tiny", "--set", "train_frac=1.0"], "strictly between"),
+    (["train", "--preset", "nanda-tiny", "--set", "train_frac=-0.1"], "strictly between"),
+    (["train", "--preset", "nanda-tiny", "--set", "train_frac=nan"], "strictly between"),
+    (["train", "--preset", "nanda-tiny", "--set", "valid_size=5000"], "split impossible"),
+    (["train", "--preset", "nanda-tiny", "--set", "model.width=3"], "unknown config key"),
+    (["train", "--preset", "nanda-tiny", "--set", "d_model=wide"], "takes a int"),
+    (["train", "--preset", "nanda-tiny", "--set", "lr"], "key=value"),
+    (["train", "--preset", "nanda-tiny", "--steps", "0"], "at least 1"),
+    (["train", "--preset", "nanda-tiny", "--steps", "many"], "invalid int"),
+    (["train", "--preset", "addition-tiny", "--set", "n_train=9990"], "split impossible"),
+    (["train", "--preset", "reversal-tiny", "--set", "batch_size=20000"], "batch_size"),
+    (["frobnicate"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("args,msg", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, msg):
+    run = tmp_path / "run"
+    extra = ["--run-dir", str(run)] if args[0] == "train" else []
+    res = cli(*args, *extra, cwd=tmp_path)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert msg in res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) <= 2
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even runs/
+
+
+def test_existing_run_dir_is_never_overwritten(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    before = snapshot(tmp_path)
+    res = cli("train", "--preset", "nanda-tiny", "--run-dir", str(run), "--steps", "5")
+    assert res.returncode == 2 and "already exists" in res.stderr
+    assert snapshot(tmp_path) == before

@@ -1,0 +1,128 @@
+"""The transformer family: exact parameter counts, shapes, an independent numpy forward, causality."""
+
+from dataclasses import replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from miiii.config import get_preset
+from miiii.model import build_model, count_params
+from miiii.tasks import make_task
+
+
+def init(preset, **model_changes):
+    cfg = get_preset(preset)
+    cfg = replace(cfg, model=replace(cfg.model, **model_changes))
+    task = make_task(cfg.task)
+    model = build_model(cfg.model, task)
+    params = model.init({"params": jax.random.key(0)}, jnp.asarray(task.train.x[:2]))["params"]
+    return cfg, task, model, params
+
+
+def test_book_model_has_exactly_17760_parameters():
+    _, _, _, params = init("addition")
+    assert count_params(params) == 17_760
+    assert params["W_E"].size == 448 and params["W_pos"].size == 416  # 14 x 32, 13 x 32
+    for i in range(2):
+        block = params[f"blocks_{i}"]
+        assert count_params(block["attn"]) == 4_096  # Q, K, V, O: 4 x 32 x 32, no bias
+        assert count_params(block["mlp"]) == 4_192  # 32x64 + 64 + 64x32 + 32
+        assert count_params(block["ln1"]) + count_params(block["ln2"]) == 128
+    assert count_params(params["ln_final"]) == 64
+    assert "W_U" not in params  # the head is tied to the token embedding
+
+
+def test_paper_model_shapes():
+    cfg, task, model, params = init("miiii")
+    d, H = 256, 4
+    assert params["W_E"].shape == (114, d) and params["W_pos"].shape == (3, d)
+    attn, mlp = params["blocks_0"]["attn"], params["blocks_0"]["mlp"]
+    assert attn["W_Q"].shape == (H, d, d // H) and attn["W_O"].shape == (H, d // H, d)
+    assert mlp["W_in"].shape == (d, 4 * d) and mlp["W_out"].shape == (4 * d, d)
+    assert set(mlp) == {"W_in", "W_out"}  # no biases, no LayerNorm in the paper model
+    assert params["W_U"].shape == (29, d, 109)  # classes >= 109 are never a label
+    logits, acts = model.apply({"params": params}, jnp.asarray(task.valid.x[:5]))
+    assert logits.shape == (5, 29, 109)
+    assert acts["blocks.0.attn.hook_pattern"].shape == (5, H, 1, 3)  # from the last position
+    assert acts["blocks.0.mlp.hook_post"].shape == (5, 1, 4 * d)
+    np.testing.assert_allclose(acts["blocks.0.attn.hook_pattern"].sum(-1), 1.0, rtol=1e-5)
+
+
+def numpy_paper_forward(params, x):
+    """The paper's model written out in numpy at every position (no last-position shortcut)."""
+    p = jax.tree.map(np.asarray, params)
+    a, m = p["blocks_0"]["attn"], p["blocks_0"]["mlp"]
+    h = p["W_E"][x] + p["W_pos"][None]  # (b, t, d)
+    q = np.einsum("btd,hde->bhte", h, a["W_Q"])
+    k = np.einsum("btd,hde->bhte", h, a["W_K"])
+    v = np.einsum("btd,hde->bhte", h, a["W_V"])
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+    s = np.exp(s - s.max(-1, keepdims=True))
+    att = s / s.sum(-1, keepdims=True)
+    h = h + np.einsum("bhte,hed->btd", att @ v, a["W_O"])
+    pre = h @ m["W_in"] + m.get("b_in", 0)
+    h = h + np.maximum(pre, 0) @ m["W_out"] + m.get("b_out", 0)
+    return np.einsum("bd,sdc->bsc", h[:, -1], p["W_U"])
+
+
+@pytest.mark.parametrize("preset", ["miiii-tiny", "nanda-tiny"])
+def test_last_position_readout_equals_full_numpy_forward(preset):
+    _, task, model, params = init(preset)
+    x = task.train.x[:16]
+    logits, _ = model.apply({"params": params}, jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(logits), numpy_paper_forward(params, x), rtol=2e-4, atol=2e-4)
+
+
+def test_jit_and_eager_agree():
+    _, task, model, params = init("addition-tiny")
+    x = jnp.asarray(task.train.x[:8])
+    eager = model.apply({"params": params}, x)[0]
+    jitted = jax.jit(lambda p, x: model.apply({"params": p}, x)[0])(params, x)
+    np.testing.assert_allclose(eager, jitted, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_causality(causal):
+    """With the causal mask the output at position i does not depend on any later token."""
+    _, task, model, params = init("addition-tiny", causal=causal)
+    # perturb a later token and look at earlier positions' logits
+    x = np.array(task.train.x[:4])
+    y = x.copy()
+    y[:, 7:] = (y[:, 7:] + 3) % 10
+    lx = np.asarray(model.apply({"params": params}, jnp.asarray(x))[0])
+    ly = np.asarray(model.apply({"params": params}, jnp.asarray(y))[0])
+    same_before = np.array_equal(lx[:, :7], ly[:, :7])
+    assert same_before == causal
+    assert not np.array_equal(lx[:, 7:], ly[:, 7:])
+
+
+def test_causal_gradient_from_later_positions_is_zero():
+    _, task, model, params = init("addition-tiny")
+    x = jnp.asarray(task.train.x[:2])
+
+    def early_logits_sum(w_pos):  # positions 0..5 must not see W_pos rows 6..
+        logits, _ = model.apply({"params": dict(params, W_pos=w_pos)}, x)
+        return logits[:, :6].sum()
+
+    g = jax.grad(early_logits_sum)(params["W_pos"])
+    assert float(jnp.abs(g[6:]).max()) == 0.0 and float(jnp.abs(g[:6]).max()) > 0.0
+
+
+def test_dropout_only_in_training_mode():
+    _, task, model, params = init("miiii-tiny")
+    x = jnp.asarray(task.train.x[:8])
+    e1 = model.apply({"params": params}, x, train=False)[0]
+    e2 = model.apply({"params": params}, x, train=False)[0]
+    t1 = model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(1)})[0]
+    t2 = model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(2)})[0]
+    np.testing.assert_array_equal(e1, e2)
+    assert not np.allclose(t1, t2)
+
+
+def test_he_init_scale():
+    _, _, _, params = init("miiii")
+    w = np.asarray(params["blocks_0"]["mlp"]["W_in"])
+    assert abs(w.std() - np.sqrt(2 / 256)) < 0.01 * np.sqrt(2 / 256) * 5
+    assert abs(w.mean()) < 1e-3

@@ -1,0 +1,194 @@
+"""Task definitions checked against independent computations (SPEC.md §1)."""
+
+import math
+from dataclasses import replace
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from miiii.config import ConfigError, TaskConfig, apply_overrides, get_preset, validate
+from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task, primes_below
+from miiii.train import loss_and_metrics
+
+
+def brute_primes(p):
+    return [q for q in range(2, p) if all(q % r for r in range(2, q))]
+
+
+@pytest.mark.parametrize("p", [11, 13])
+def test_nanda_labels_and_split(p):
+    cfg = TaskConfig(name="nanda", p=p, train_frac=0.3, valid_size=20, split_seed=3)
+    task = make_task(cfg)
+    seen = []
+    for split in (task.train, task.valid, task.test):
+        for (x0, x1, eq), (y,) in zip(split.x, split.y, strict=True):
+            assert eq == p and y == (x0 + x1) % p
+            seen.append((int(x0), int(x1)))
+    assert sorted(seen) == [(a, b) for a in range(p) for b in range(p)]  # every pair exactly once
+    assert len(task.train.x) == math.floor(0.3 * p * p) and len(task.valid.x) == 20
+    assert task.d_vocab == p + 1 and task.n_classes.tolist() == [p]
+    again = make_task(cfg)
+    np.testing.assert_array_equal(again.train.x, task.train.x)  # seeded
+    other = make_task(replace(cfg, split_seed=4))
+    assert not np.array_equal(other.train.x, task.train.x)
+
+
+@pytest.mark.parametrize("p", [11, 13])
+def test_miiii_labels_are_remainders_of_x0_plus_x1_p(p):
+    task = make_task(TaskConfig(name="miiii", p=p, train_frac=0.5, valid_size=10))
+    qs = brute_primes(p)
+    assert task.n_classes.tolist() == qs and task.task_names == tuple(f"q={q}" for q in qs)
+    for split in (task.train, task.valid, task.test):
+        for (x0, x1, _), ys in zip(split.x, split.y, strict=True):
+            n = int(x0) + int(x1) * p
+            assert ys.tolist() == [n % q for q in qs]
+    # not commutative: (x0, x1) and (x1, x0) are different numbers
+    x = np.concatenate([task.train.x, task.valid.x, task.test.x])
+    y = np.concatenate([task.train.y, task.valid.y, task.test.y])
+    lookup = {(int(a), int(b)): t for (a, b, _), t in zip(x, y, strict=True)}
+    assert any(not np.array_equal(lookup[(a, b)], lookup[(b, a)]) for a in range(p) for b in range(p))
+
+
+def test_miiii_p113_has_29_tasks_and_eq12_weights():
+    assert primes_below(113).tolist() == brute_primes(113)
+    task = make_task(TaskConfig(name="miiii", p=113))
+    assert len(task.task_names) == 29 and task.n_classes[0] == 2 and task.n_classes[-1] == 109
+    assert len(task.train.x) == math.floor(0.3 * 113**2) and len(task.valid.x) == 1000
+    np.testing.assert_allclose(task.loss_weight, 1 / np.log(task.n_classes) / 29, rtol=1e-6)
+
+
+def test_miiii_loss_is_one_at_chance():
+    """Paper Eq. 12: each task's CE / ln q, so uniform predictions score exactly 1."""
+    task = make_task(TaskConfig(name="miiii", p=13, train_frac=0.5, valid_size=10))
+    logits = jnp.zeros((len(task.train.y), task.n_slots, task.d_out))
+    spec = {k: jnp.asarray(v) for k, v in task.arrays().items()}
+    loss, task_loss, _ = loss_and_metrics(logits, jnp.asarray(task.train.y), spec)
+    assert abs(float(loss) - 1.0) < 1e-5
+    np.testing.assert_allclose(task_loss, 1.0, rtol=1e-5)
+
+
+def test_miiii_variants():
+    base = make_task(TaskConfig(name="miiii", p=13, train_frac=0.5, valid_size=10))
+    masked = make_task(TaskConfig(name="miiii", p=13, train_frac=0.5, valid_size=10, variant="masked"))
+    off = np.isin(masked.n_classes, [2, 3, 5, 7])
+    assert (masked.loss_weight[off] == 0).all() and (masked.loss_weight[~off] > 0).all()
+    np.testing.assert_allclose(masked.loss_weight[~off], 1 / np.log(masked.n_classes[~off]) / (~off).sum())
+    np.testing.assert_array_equal(masked.train.y, base.train.y)  # still measured, same labels
+    basis = make_task(TaskConfig(name="miiii", p=13, train_frac=0.5, valid_size=10, variant="basis"))
+    np.testing.assert_array_equal(basis.train.x, base.train.x)
+    assert not np.array_equal(basis.train.y, base.train.y)
+    all_y = lambda t: np.concatenate([t.train.y, t.valid.y, t.test.y])  # noqa: E731
+    for k in range(base.n_slots):  # a shuffle: each task keeps its label counts
+        assert sorted(all_y(basis)[:, k]) == sorted(all_y(base)[:, k])
+
+
+def test_addition_encoding_matches_the_book():
+    seq = encode_addition(np.array([654]), np.array([114]), 3)[0]
+    assert decode(seq) == "654+114=8670<EOS>" and len(seq) == 13
+    assert decode(encode_addition(np.array([999]), np.array([1]), 3)[0]) == "999+001=0001<EOS>"
+    assert decode(encode_addition(np.array([0]), np.array([0]), 3)[0]) == "000+000=0000<EOS>"
+
+
+@pytest.mark.parametrize("n", [1, 3, 10, 20])
+def test_addition_any_n_digits(n):
+    task = make_task(TaskConfig(name="addition", n_digits=n, n_train=50, n_valid=20))
+    assert task.train.x.shape == (50, 3 * n + 3) and task.answer_start == 2 * n + 1
+    for xs, ys in zip(task.train.x, task.train.y, strict=True):
+        seq = np.concatenate([xs, ys[-1:]])
+        text = decode(seq)
+        a, rest = text.split("+")
+        b, ans = rest.split("=")
+        assert len(a) == len(b) == n and ans.endswith("<EOS>")
+        assert int(ans[: n + 1][::-1]) == int(a) + int(b)
+        np.testing.assert_array_equal(ys[:-1], xs[1:])  # Y is X shifted by one
+    assert seq[n] == PLUS and seq[2 * n + 1] == EQUALS and seq[-1] == EOS
+
+
+def test_sequence_train_and_valid_disjoint():
+    task = make_task(TaskConfig(name="addition", n_digits=2, n_train=3000, n_valid=500))
+    key = lambda x: (tuple(x[:2]), tuple(x[3:5]))  # noqa: E731
+    valid = {key(x) for x in task.valid.x}
+    valid |= {(b, a) for a, b in valid}
+    assert not any(key(x) in valid for x in task.train.x)
+    assert len({key(x) for x in task.train.x}) == 3000
+    # seeds as in the book: held-out set from seed 123 is independent of the training-set size
+    other = make_task(TaskConfig(name="addition", n_digits=2, n_train=1000, n_valid=500))
+    np.testing.assert_array_equal(other.valid.x, task.valid.x)
+
+
+def oracle_logits(task, x, y, n_digits, name):
+    """An independent oracle: uniform over digits where the target is not determined by the prefix
+    (operand digits after the first), certain of the true token everywhere else."""
+    n = n_digits
+    if name == "addition":
+        free = list(range(0, n - 1)) + list(range(n, 2 * n))
+    else:
+        free = list(range(0, n - 1))
+    logits = np.full((*y.shape, task.d_out), -1e4, np.float32)
+    np.put_along_axis(logits, y[..., None], 0.0, axis=-1)
+    logits[:, free, :] = -1e4
+    logits[:, free, :10] = 0.0
+    return jnp.asarray(logits)
+
+
+@pytest.mark.parametrize("name,n,floor", [("addition", 3, 0.9594), ("reversal", 5, 0.8373), ("addition", 5, None)])
+def test_loss_floor_of_a_perfect_model(name, n, floor):
+    task = make_task(TaskConfig(name=name, n_digits=n, n_train=200, n_valid=10))
+    spec = {k: jnp.asarray(v) for k, v in task.arrays().items()}
+    logits = oracle_logits(task, task.train.x, task.train.y, n, name)
+    loss, _, acc = loss_and_metrics(logits, jnp.asarray(task.train.y), spec)
+    assert abs(float(loss) - loss_floor(name, n)) < 1e-5
+    if floor is not None:
+        assert round(loss_floor(name, n), 4) == floor
+    assert float(acc[0]) == 1.0  # the answer span is deterministic
+
+
+def test_reversal_encoding_and_answer_span():
+    task = make_task(TaskConfig(name="reversal", n_digits=5, n_train=100, n_valid=10))
+    assert task.train.x.shape == (100, 11) and task.answer_start == 5
+    for xs, ys in zip(task.train.x, task.train.y, strict=True):
+        seq = np.concatenate([xs, ys[-1:]])
+        assert seq[5] == EQUALS and seq[-1] == EOS
+        np.testing.assert_array_equal(seq[6:11], seq[:5][::-1])
+    assert task.groups[0].nonzero()[0].tolist() == list(range(5, 11))
+
+
+@pytest.mark.parametrize(
+    "sets,msg",
+    [
+        (["task.name=sorting"], "unknown task"),
+        (["p=12"], "prime"),
+        (["p=3"], "p >= 5"),
+        (["task.train_frac=0"], "strictly between"),
+        (["task.train_frac=1"], "strictly between"),
+        (["task.train_frac=nan"], "strictly between"),
+        (["task.train_frac=0.99"], "split impossible"),
+        (["task.valid_size=0"], "split impossible"),
+        (["steps=0"], "at least 1"),
+        (["dropout=1.5"], "dropout"),
+        (["task.variant=weird"], "variant"),
+    ],
+)
+def test_bad_configs_raise_config_error(sets, msg):
+    with pytest.raises(ConfigError, match=msg):
+        validate(apply_overrides(get_preset("miiii-tiny"), sets))
+
+
+def test_nanda_accepts_p3_but_not_p2():
+    validate(apply_overrides(get_preset("nanda-tiny"), ["p=3", "task.valid_size=2"]))
+    with pytest.raises(ConfigError, match="prime p >= 3"):
+        validate(apply_overrides(get_preset("nanda-tiny"), ["p=2"]))
+
+
+def test_override_type_errors():
+    with pytest.raises(ConfigError, match="takes a int"):
+        apply_overrides(get_preset("nanda"), ["model.d_model=big"])
+    with pytest.raises(ConfigError, match="unknown config key"):
+        apply_overrides(get_preset("nanda"), ["model.width=3"])
+    with pytest.raises(ConfigError, match="takes a bool"):
+        apply_overrides(get_preset("nanda"), ["model.causal=maybe"])
+    with pytest.raises(ConfigError, match="key=value"):
+        apply_overrides(get_preset("nanda"), ["lr"])
+    cfg = apply_overrides(get_preset("nanda"), ["lr=3e-4", "model.causal=true", "wd=0.5", "task.name=miiii"])
+    assert (cfg.optim.lr, cfg.model.causal, cfg.optim.weight_decay, cfg.task.name) == (3e-4, True, 0.5, "miiii")
