@@ -38,6 +38,19 @@ ROLES = {
     "nogrokfast": ("miiii", "miiii-paper-cpu"),
 }
 EXTRA = {"nogrokfast": ["optim.grokfast=none"]}
+# Per-step recording for Fig. 16 (MLP neurons over the whole grid) and nanda's progress measures (logits over
+# the grid, W_E): applied only when the config has a `record` section (miiii/record.py, issue 3).
+RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits", "record.params=W_E,W_pos",
+          "record.inputs=grid"]
+RECORD_EVERY = {True: ["record.every=50", "record.params_every=50"],  # smoke: 100 rows of a 5k-step run
+                False: ["record.every=512", "record.params_every=64"]}  # full: ~80-130 rows of activations
+
+
+def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
+    extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps else [])
+    if "record" in cfg.to_dict():
+        extra += RECORD + RECORD_EVERY[smoke]
+    return extra
 
 
 def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None) -> dict:
@@ -48,7 +61,8 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: i
         if reuse and (run_dir / "summary.json").is_file():
             print(f"{role}: reusing {run_dir}", flush=True)
         else:
-            cfg = apply_overrides(get_preset(preset), EXTRA.get(role, []) + ([f"steps={steps}"] if steps else []))
+            cfg = get_preset(preset)
+            cfg = apply_overrides(cfg, overrides(cfg, role, smoke, steps))
             t = time.perf_counter()
             s = train_run(cfg, run_dir, progress=progress)
             done = sum(v is not None for v in s["grok_step"].values())

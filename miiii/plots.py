@@ -296,13 +296,16 @@ def recorded_grid(run: Run, name: str) -> np.ndarray | None:
     return a if a.ndim >= 2 and a.shape[1] == run.config.task.p ** 2 else None
 
 
-def acts_steps(run: Run) -> np.ndarray:
+def steps_of(run: Run, name: str) -> np.ndarray:
+    """Training step of each row of the recorded array `name` (parameters may be recorded at another rate)."""
+    if hasattr(run, "steps_of"):
+        return np.asarray(run.steps_of(name))
+    meta = run.acts_index.get("arrays", {}).get(name, {})
+    if "every" in meta:
+        return np.arange(len(run.acts[name])) * meta["every"]
     steps = getattr(run, "acts_steps", None)
-    if steps is None:
-        steps = run.acts_index.get("steps")
-    if isinstance(steps, dict):  # e.g. {"start", "stop", "every"}
-        steps = np.arange(steps.get("start", 0), steps["stop"], steps.get("every", 1))
-    return np.asarray(steps)
+    steps = run.acts_index.get("steps") if steps is None or len(steps) == 0 else steps
+    return np.asarray(steps)[: len(run.acts[name])]
 
 
 def dominance_over_time(neurons: np.ndarray, p: int) -> np.ndarray:
@@ -357,20 +360,21 @@ def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
 def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list[Path]:
     """Figures from per-step recordings (acts/index.json), when the run has them."""
     paths, p = [], run.config.task.p
-    steps = acts_steps(run)
     neurons = recorded_grid(run, NEURONS)
     if neurons is not None:
         i = sample_steps(len(neurons), max_steps, log=True)
         sel = np.asarray(neurons[i])
         sel = sel[:, :, -1] if sel.ndim == 4 else sel  # (t, p*p, N)
-        paths += fig_dominance(steps[i], dominance_over_time(sel, p), out, label(run))
+        paths += fig_dominance(steps_of(run, NEURONS)[i], dominance_over_time(sel, p), out, label(run))
     logits = recorded_grid(run, "logits")
     if run.config.task.name == "nanda" and logits is not None and "W_E" in run.acts:
-        i = sample_steps(len(logits), max_steps, log=False)
-        sel = np.asarray(logits[i], dtype=np.float64).reshape(len(i), p * p, -1)[..., :p]  # (t, p*p, p)
+        # logits and W_E may be recorded at different rates: use the steps both have
+        common, il, iw = np.intersect1d(steps_of(run, "logits"), steps_of(run, "W_E"), return_indices=True)
+        j = sample_steps(len(common), max_steps, log=False)
+        sel = np.asarray(logits[il[j]], dtype=np.float64).reshape(len(j), p * p, -1)[..., :p]  # (t, p*p, p)
         _, key = A.neuron_key_freqs(A.neuron_freq_fractions(A.to_grid(acts[NEURONS][:, -1], p)))
-        measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][i]), p, key, train_idx(run))
-        paths += fig_progress(steps[i], measures, key, out, label(run))
+        measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][iw[j]]), p, key, train_idx(run))
+        paths += fig_progress(common[j], measures, key, out, label(run))
     return paths
 
 

@@ -29,6 +29,12 @@ def grok_table(run: Run) -> dict[int, int | None]:
     return {_q(n): s for n, s in zip(m["task_names"], steps, strict=True)}
 
 
+def above_chance(acc, qs) -> np.ndarray:
+    """Accuracy rescaled so chance (1/q) is 0 and perfect is 1: comparable across tasks with different q."""
+    chance = 1 / np.asarray(qs, dtype=float)
+    return (np.asarray(acc) - chance) / (1 - chance)
+
+
 def final_valid_acc(run: Run) -> np.ndarray:
     return np.asarray(run.summary["final"]["valid"]["task_acc"])
 
@@ -104,9 +110,14 @@ def claims(runs: dict[str, Run]) -> list[dict]:
             bool(rest) and len(rest_done) == len(rest) and (last_small is None or min(rest_done) >= last_small))
         qs = [q for q, s in g.items() if s is not None]
         rho = spearman(qs, [g[q] for q in qs]) if len(qs) > 1 else float("nan")
-        add("miiii: small primes grok first (Spearman rank correlation of q and grok step, grokked tasks)",
-            "> 0 (2, 3, 5, 7 first)", f"{len(qs)}/{len(g)} tasks grok; ρ = {rho:.2f}", bool(rho > 0))
         acc = final_valid_acc(miiii)
+        above = above_chance(acc, list(g))
+        rho_acc = spearman(list(g), above)
+        add("miiii: small primes generalise first: Spearman ρ of q and grok step (grokked tasks) > 0, and of q and "
+            "final validation accuracy above chance, (acc - 1/q) / (1 - 1/q), < 0",
+            "2, 3, 5, 7 first", f"{len(qs)}/{len(g)} tasks grok, ρ(q, step) = {rho:.2f}; ρ(q, accuracy) = "
+            f"{rho_acc:.2f}; above chance by q: " + ", ".join(f"{q}: {a:.2f}" for q, a in zip(g, above, strict=True)),
+            bool((len(qs) < 2 or rho > 0) and rho_acc < 0 and len(qs) > 0))
         add("miiii: every task reaches validation accuracy 1", "29/29 tasks, accuracy 1.0",
             f"{int((acc >= A.GROK_THRESHOLD).sum())}/{len(acc)} tasks ≥ 0.99; mean {acc.mean():.2f}",
             bool((acc >= A.GROK_THRESHOLD).all()))
