@@ -19,6 +19,7 @@ frequencies) than nanda's; the basis run stays at chance; λ = 0 groks fewer tas
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,8 +88,12 @@ def main(argv=None) -> int:
     t_train = time.perf_counter() - t0
     paths = draw_all([r.path for r in runs.values()], out / "figures")
     wall = time.perf_counter() - t0
-    notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Wall time: {wall / 60:.1f} min "
-             f"({t_train / 60:.1f} min training, {(wall - t_train) / 60:.1f} min figures) on this machine. "
+    run_s = sum(r.summary.get("wall_s", 0.0) for r in runs.values())
+    how = "reused runs, " if args.reuse else ""
+    notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. This invocation ({how}"
+             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end): {wall / 60:.1f} min "
+             f"({t_train / 60:.1f} min training, {(wall - t_train) / 60:.1f} min figures); the runs' own "
+             f"training loops took {run_s / 60:.1f} min in all. "
              f"{len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`. 'holds' judges the qualitative "
              "content (sign, order, more/less), not the paper's exact numbers.")
     path = write_results(runs, out / "results.md", notes=notes)

@@ -342,6 +342,7 @@ def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: 
     a0.set_title(f"{name}: progress measures (key frequencies {list(map(int, key_freqs))})")
     a1.plot(steps, measures["gini"], color=OKABE_ITO[2])
     a1.set_ylabel("Gini of |W_E| Fourier norms")
+    a1.ticklabel_format(axis="y", useOffset=False)
     a1.set_xlabel("step")
     return save(fig, out, f"fig_progress_{name}")
 
