@@ -40,6 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
                     "name or section.field; repeatable)")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
+    sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
+                        description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
+                        "over all devices; writes a run directory per member, sweep.json and grok_steps.png.")
+    sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
+    sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
+    sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
+                    help="scalar hyper-parameters to cross: lr, weight_decay (wd), b1, b2, clip_norm, alpha, "
+                    "lamb, dropout; e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0")
+    sw.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/sweep-PRESET-TIME)")
+    sw.add_argument("--steps", type=int, default=None, help="steps per member (overrides train.steps)")
+    sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="change the base config like `train --set`")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
 
@@ -82,6 +96,25 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from miiii.sweep import make_members, parse_grid, run_sweep
+
+    args.seed = None
+    cfg = resolve_config(args)
+    grid = parse_grid(args.grid)
+    make_members(cfg, args.seeds, grid)  # validates every member before anything is written
+    out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress)
+    print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s), "
+          f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)")
+    for pt in res["points"]:
+        label = ", ".join(f"{k}={v:g}" for k, v in pt["values"].items()) or "seeds"
+        mean = f"{pt['mean']:.0f}" if pt["mean"] is not None else "-"
+        std = f" ± {pt['std']:.0f}" if pt["std"] is not None else ""
+        print(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}, grokking step {mean}{std}")
+    return 0
+
+
 def print_summary(summary: dict, run_dir: Path) -> None:
     f = summary["final"]
     print(f"\nrun directory: {run_dir}")
@@ -112,7 +145,8 @@ def cmd_figures(args) -> int:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"train": cmd_train, "presets": cmd_presets, "figures": cmd_figures}[args.command](args)
+        commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures}
+        return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

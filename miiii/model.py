@@ -97,15 +97,23 @@ class MLP(nn.Module):
         return out, {"hook_post": post}
 
 
+def dropout(module: nn.Module, x, rate, train: bool):
+    """Inverted dropout whose rate may be a traced scalar (a sweep over dropout); skipped when 0 or eval."""
+    if not train or (isinstance(rate, (int, float)) and rate == 0):
+        return x
+    keep = jax.random.bernoulli(module.make_rng("dropout"), 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+
+
 class Block(nn.Module):
     cfg: ModelConfig
     last_only: bool
 
     @nn.compact
-    def __call__(self, h, train: bool):
+    def __call__(self, h, train: bool, rate):
         c = self.cfg
         norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
-        drop = nn.Dropout(c.dropout, deterministic=not train)
+        drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
         attn_out, attn_acts = Attention(c, self.last_only, name="attn")(norm("ln1")(h))
         h = h[:, -1:] if self.last_only else h
         h = drop(h + attn_out)
@@ -130,7 +138,7 @@ class Transformer(nn.Module):
     d_out: int
 
     @nn.compact
-    def __call__(self, x, train: bool = False):  # x: (b, t) int32
+    def __call__(self, x, train: bool = False, dropout=None):  # x: (b, t) int32; dropout: rate override
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
         h = W_E[x]  # (b, t, d)
@@ -141,7 +149,8 @@ class Transformer(nn.Module):
             acts["hook_pos_embed"] = W_pos[: x.shape[1]]
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
-            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train)
+            rate = c.dropout if dropout is None else dropout
+            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
         if c.layer_norm:
             h = nn.LayerNorm(epsilon=1e-5, name="ln_final")(h)

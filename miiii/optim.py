@@ -7,26 +7,37 @@ import optax
 from miiii.config import OptimConfig
 from miiii.grokfast import grokfast_ema, grokfast_ma
 
+# Scalar settings a sweep may pass as traced arrays (one value per vmapped member).
+TRACEABLE = ("lr", "weight_decay", "b1", "b2", "clip_norm", "alpha", "lamb")
 
-def make_schedule(cfg: OptimConfig, total_steps: int) -> optax.Schedule:
-    """Linear warm-up from 0, then constant or cosine decay to 0 at `total_steps` (book)."""
+
+def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
+    """Linear warm-up from 0, then constant or cosine decay to 0 at `total_steps` (book).
+
+    Written as lr * (an optax schedule peaking at 1), so that a traced lr (a sweep) and a Python lr
+    (a single run) take the same arithmetic.
+    """
+    lr = cfg.lr if lr is None else lr
     warm = max(cfg.warmup_steps, 0)
     if cfg.schedule == "cosine":
-        return optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warm, max(total_steps, warm + 1), end_value=0.0)
-    if warm == 0:
-        return optax.constant_schedule(cfg.lr)
-    return optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, warm), optax.constant_schedule(cfg.lr)], [warm])
+        unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warm, max(total_steps, warm + 1), end_value=0.0)
+    elif warm == 0:
+        unit = optax.constant_schedule(1.0)
+    else:
+        unit = optax.join_schedules([optax.linear_schedule(0.0, 1.0, warm), optax.constant_schedule(1.0)], [warm])
+    return lambda count: lr * unit(count)
 
 
-def make_optimizer(cfg: OptimConfig, total_steps: int) -> optax.GradientTransformation:
+def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -> optax.GradientTransformation:
+    """`hp` overrides any of TRACEABLE with (possibly traced) values; the state's structure never changes."""
+    v = {k: getattr(cfg, k) for k in TRACEABLE} | (hp or {})
     parts = []
     if cfg.clip_norm > 0:
-        parts.append(optax.clip_by_global_norm(cfg.clip_norm))
+        parts.append(optax.clip_by_global_norm(v["clip_norm"]))
     if cfg.grokfast == "ema":
-        parts.append(grokfast_ema(cfg.alpha, cfg.lamb, init=cfg.ema_init))
+        parts.append(grokfast_ema(v["alpha"], v["lamb"], init=cfg.ema_init))
     elif cfg.grokfast == "ma":
-        parts.append(grokfast_ma(cfg.window, cfg.lamb))
-    parts.append(
-        optax.adamw(make_schedule(cfg, total_steps), b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
-    )
+        parts.append(grokfast_ma(cfg.window, v["lamb"]))
+    schedule = make_schedule(cfg, total_steps, v["lr"])
+    parts.append(optax.adamw(schedule, b1=v["b1"], b2=v["b2"], weight_decay=v["weight_decay"]))
     return optax.chain(*parts)

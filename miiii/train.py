@@ -92,9 +92,9 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
     steps_per_epoch = max(n_train // batch, 1) if batch else 1
     eval_every = cfg.train.eval_every
 
-    def apply(params, x, train=False, key=None):
+    def apply(params, x, train=False, key=None, dropout=None):
         rngs = {"dropout": key} if train else None
-        return model.apply({"params": params}, x, train=train, rngs=rngs)
+        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout=dropout)
 
     def init(seed: int) -> TrainState:
         key = jax.random.key(seed)
@@ -117,9 +117,12 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
         else:
             x, y = data["train_x"], data["train_y"]
         dropout_key = jax.random.fold_in(jax.random.fold_in(state.key, 1), t)
+        # a sweep passes scalar hyper-parameters as data (traced, one value per vmapped member)
+        hp = data.get("hp", {})
+        opt = make_optimizer(cfg.optim, cfg.train.steps, {k: v for k, v in hp.items() if k != "dropout"}) if hp else tx
 
         def loss_fn(params):
-            logits, _ = apply(params, x, train=True, key=dropout_key)
+            logits, _ = apply(params, x, train=True, key=dropout_key, dropout=hp.get("dropout"))
             loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"])
             return loss, (task_loss, task_acc)
 
@@ -135,7 +138,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
         )
         if record_fn is not None:
             metrics["record"] = record_fn(apply, state.params)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), metrics
 

@@ -1,0 +1,215 @@
+"""Benchmark: miiii's jitted, scanned training against the plain PyTorch references, in one run.
+
+    make bench                      # or: python experiments/bench.py [--quick] [--peers ../shared/peers]
+
+Runtime: ~3 minutes on a 2-core CPU (--quick: ~1 minute); seconds on a GPU for the miiii side (the
+PyTorch references are CPU-eager timing baselines and run on whatever torch finds).
+Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
+grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
+for the paper configs), steps/s of the reference, their ratio, achieved GFLOP/s from an analytic FLOP
+count and its fraction of a measured f32 matmul peak, compile time; then host RSS over a long run and
+vmapped seeds against one seed. Writes bench.json. PyTorch comes from the optional `bench` extra.
+Expected on 2 cores: ratios > 1 on all three configs (see the README's performance table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from miiii.config import apply_overrides, get_preset
+from miiii.runner import prepare
+from miiii.train import make_trainer, task_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def paper_fwd_flops(cfg, task) -> float:
+    """Matmul FLOPs of one forward pass per sample, as miiii computes it (final block: last query only)."""
+    m, t = cfg.model, task.n_ctx
+    d, dm = m.d_model, m.mlp_dim
+    kv = 2 * 2 * t * d * d  # K and V at every position
+    last = 2 * d * d + 2 * 2 * t * d + 2 * d * d + 2 * 2 * d * dm  # Q, scores + AV, W_O, MLP at the last position
+    unembed = 2 * d * task.n_slots * task.d_out
+    return kv + last + unembed
+
+
+def book_fwd_flops(cfg, task) -> float:
+    m, t = cfg.model, task.n_ctx
+    d, dm = m.d_model, m.mlp_dim
+    per_layer = t * (4 * 2 * d * d + 2 * 2 * d * dm) + 2 * 2 * t * t * d
+    return m.n_layers * per_layer + 2 * t * d * task.d_vocab
+
+
+def matmul_peak(n: int = 1024, reps: int = 20) -> float:
+    """Measured f32 matmul GFLOP/s on the default device (the roofline the fractions refer to)."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    f = jax.jit(lambda a: a @ a)
+    f(a).block_until_ready()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        out = f(a)
+    out.block_until_ready()
+    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+
+
+def time_miiii(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
+    cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", *sets])
+    task = prepare(cfg)
+    trainer = make_trainer(cfg, task)
+    data = task_data(task)
+    state = trainer.init(0)
+    t0 = time.perf_counter()
+    state, m = trainer.chunk(state, data, chunk)
+    jax.block_until_ready(m)
+    compile_s = time.perf_counter() - t0  # includes one chunk of steps
+    t0 = time.perf_counter()
+    done = 0
+    while done < steps:
+        state, m = trainer.chunk(state, data, chunk)
+        done += chunk
+    jax.block_until_ready(m)
+    dt = time.perf_counter() - t0
+    return dict(cfg=cfg, task=task, steps_per_s=done / dt, compile_s=compile_s)
+
+
+def time_reference(script: Path, args: list[str], threads: int) -> float | None:
+    if not script.is_file():
+        return None
+    cmd = [sys.executable, str(script), *args]
+    if "paper" in script.name:
+        cmd += ["--threads", str(threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    except subprocess.TimeoutExpired:
+        return None
+    found = re.findall(r"steps_per_s ([0-9.]+)", res.stdout)
+    if not found:
+        print(f"  reference failed: {res.stderr.strip().splitlines()[-1:]}")
+        return None
+    return float(found[-1])
+
+
+def rss_mb() -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def rss_over_run(chunks: int) -> dict:
+    """Host RSS after each chunk of a long nanda-tiny run: it must stay flat."""
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["chunk=100", f"steps={100 * chunks}"])
+    task = prepare(cfg)
+    trainer = make_trainer(cfg, task)
+    data = task_data(task)
+    state = trainer.init(0)
+    rss = []
+    for _ in range(chunks):
+        state, m = trainer.chunk(state, data, 100)
+        jax.device_get(m)
+        rss.append(rss_mb())
+    if rss[0] is None:
+        return {}
+    half = len(rss) // 2
+    return dict(rss_mb_first_half=float(np.mean(rss[1:half])), rss_mb_second_half=float(np.mean(rss[half:])),
+                rss_growth_mb=float(np.mean(rss[half:]) - np.mean(rss[1:half])), steps=100 * chunks)
+
+
+def vmap_seeds(n_seeds: int, steps: int) -> dict:
+    """n seeds vmapped into one program vs one seed: the cost factor."""
+    cfg = apply_overrides(get_preset("nanda-tiny"), [f"steps={steps}", f"chunk={steps}"])
+    task = prepare(cfg)
+    trainer = make_trainer(cfg, task)
+    data = task_data(task)
+    many = jax.jit(jax.vmap(lambda s: trainer.raw_chunk(s, data, steps)))
+    one = jax.jit(lambda s: trainer.raw_chunk(s, data, steps))
+
+    def timed(f, state):
+        jax.block_until_ready(f(state))  # compile
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(state))
+        return time.perf_counter() - t0
+
+    t_many = timed(many, jax.vmap(trainer.init)(jnp.arange(n_seeds)))
+    t_one = timed(one, trainer.init(0))
+    return dict(n_seeds=n_seeds, one_seed_s=t_one, vmapped_s=t_many, factor=t_many / t_one)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", type=Path, default=ROOT.parent / "shared" / "peers",
+                    help="folder with torch_paper.py and torch_adder.py (default ../shared/peers)")
+    ap.add_argument("--quick", "--smoke", action="store_true", help="fewer steps (about a minute on 2 cores)")
+    ap.add_argument("--out", type=Path, default=Path("bench.json"), help="where to write the results (bench.json)")
+    ap.add_argument("--skip-reference", action="store_true", help="time miiii only (no PyTorch needed)")
+    args = ap.parse_args(argv)
+
+    threads = os.cpu_count() or 1
+    q = args.quick
+    print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {threads} CPU threads, "
+          f"jax {jax.__version__}")
+    peak = matmul_peak()
+    print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
+
+    configs = [
+        # name, preset, overrides, reference script + args, flop fn, steps, chunk, eval samples per step
+        ("nanda p113 d128", "nanda", ["p=113"], "torch_paper.py", ["--task", "nanda", "--steps", "10" if q else "30"],
+         paper_fwd_flops, 10 if q else 30, 10),
+        ("miiii p113 d256", "miiii", [], "torch_paper.py", ["--task", "miiii", "--steps", "4" if q else "10"],
+         paper_fwd_flops, 4 if q else 10, 2),
+        ("book adder b512", "addition", ["eval_every=1000000"], "torch_adder.py", ["100" if q else "300"],
+         book_fwd_flops, 100 if q else 400, 100),
+    ]
+    rows = []
+    for name, preset, sets, script, ref_args, flops_fn, steps, chunk in configs:
+        r = time_miiii(preset, sets, steps, chunk)
+        cfg, task = r["cfg"], r["task"]
+        fwd = flops_fn(cfg, task)
+        batch = cfg.train.batch_size or len(task.train.x)
+        n_eval = len(task.valid.x) if cfg.train.eval_every == 1 else 0
+        step_flops = 3 * fwd * batch + fwd * n_eval  # forward + backward (2x) on the batch, validation forward
+        ours = r["steps_per_s"]
+        ref = None if args.skip_reference else time_reference(args.peers / script, ref_args, threads)
+        gflops = ours * step_flops / 1e9
+        row = dict(config=name, miiii_steps_per_s=ours, reference_steps_per_s=ref,
+                   ratio=(ours / ref) if ref else None, compile_s=r["compile_s"], gflop_per_step=step_flops / 1e9,
+                   achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval))
+        rows.append(row)
+        print(f"{name:<17} miiii {ours:8.2f} steps/s | reference {ref or float('nan'):8.2f} steps/s | "
+              f"ratio {row['ratio'] or float('nan'):5.2f}x | {gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | "
+              f"compile+1st chunk {r['compile_s']:.1f} s")
+
+    print("\nhost memory over a long run (nanda-tiny):")
+    rss = rss_over_run(20 if q else 60)
+    if rss:
+        print(f"  RSS {rss['rss_mb_first_half']:.0f} MB -> {rss['rss_mb_second_half']:.0f} MB over {rss['steps']} "
+              f"steps (growth {rss['rss_growth_mb']:+.1f} MB)")
+    vm = vmap_seeds(8, 200 if q else 500)
+    print(f"vmapped seeds: 8 seeds take {vm['factor']:.2f}x one seed's time "
+          f"({vm['vmapped_s']:.2f} s vs {vm['one_seed_s']:.2f} s)")
+
+    result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
+                  backend=jax.default_backend(), threads=threads, jax=jax.__version__,
+                  matmul_peak_gflops=peak, configs=rows, rss=rss, vmap_seeds=vm)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,196 @@
+"""Many runs in one program: seeds x a grid of scalar hyper-parameters, vmapped and sharded.
+
+The phase transition varies between seeds, so the honest report is a distribution. Every member is
+the same jitted program; its scalar hyper-parameters travel as data (traced arrays, one value per
+member) and its seed as its PRNG key, so `jax.vmap` trains them all at once. The member axis is
+sharded over every device JAX sees (`jax.sharding`, a 1-D mesh "member"): on a multi-GPU box each GPU
+takes its share. Multi-host: call `jax.distributed.initialize()` before `python -m miiii sweep`
+on every host; the mesh then spans all hosts' devices and the same code runs unchanged.
+
+    sweep_dir/member_000/   a run directory per member (config.json, metrics.npz, summary.json, params.npz)
+    sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point
+    sweep_dir/grok_steps.png
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+from tqdm.auto import tqdm
+
+from miiii.config import ConfigError, RunConfig, resolve_key, validate
+from miiii.optim import TRACEABLE
+from miiii.runner import (
+    check_run_dir,
+    flatten_params,
+    grok_steps,
+    prepare,
+    save_npz_atomic,
+    write_json_atomic,
+)
+from miiii.train import METRIC_KEYS, make_trainer, task_data
+
+SWEEPABLE = {f"optim.{k}" for k in TRACEABLE} | {"model.dropout"}
+
+
+@dataclass(frozen=True)
+class Member:
+    index: int
+    seed: int
+    values: dict  # grid key (section.field) -> value
+    config: RunConfig
+
+
+def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
+    """`lr=1e-3,3e-3 wd=0.3,1` -> {"optim.lr": (1e-3, 3e-3), "optim.weight_decay": (0.3, 1.0)}."""
+    grid: dict[str, tuple[float, ...]] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        if not eq or not text:
+            raise ConfigError(f"--grid takes key=v1,v2,..., got '{item}'")
+        sec, name = resolve_key(key.strip())
+        path = f"{sec}.{name}"
+        if path not in SWEEPABLE:
+            raise ConfigError(
+                f"'{key}' cannot be swept in one program (only scalar hyper-parameters: "
+                f"{', '.join(sorted(k.split('.')[1] for k in SWEEPABLE))}); run separate sweeps for it"
+            )
+        try:
+            values = tuple(float(v) for v in text.split(","))
+        except ValueError:
+            raise ConfigError(f"--grid {key}: values must be numbers, got '{text}'") from None
+        if path in grid:
+            raise ConfigError(f"--grid names {key} twice")
+        grid[path] = values
+    return grid
+
+
+def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]]) -> list[Member]:
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        for s in range(seeds):
+            c = replace(cfg, train=replace(cfg.train, seed=cfg.train.seed + s))
+            for k, v in zip(keys, combo, strict=True):
+                sec, name = k.split(".")
+                c = replace(c, **{sec: replace(getattr(c, sec), **{name: v})})
+            validate(c)
+            out.append(Member(len(out), c.train.seed, dict(zip(keys, combo, strict=True)), c))
+    if "optim.lamb" in grid and cfg.optim.grokfast == "none":
+        raise ConfigError("--grid lamb needs grokfast on: add --set optim.grokfast=ema")
+    return out
+
+
+def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
+    return {k.split(".")[1]: jnp.asarray([m.values[k] for m in members], jnp.float32) for k in keys}
+
+
+def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True) -> dict:
+    out_dir = Path(out_dir)
+    check_run_dir(out_dir)
+    members = make_members(cfg, seeds, grid)
+    task = prepare(cfg)
+    keys = list(grid)
+    trainer = make_trainer(cfg, task)
+    data = task_data(task)
+
+    n_dev = len(jax.devices())
+    n = len(members)
+    padded = members + [members[-1]] * (-n % n_dev)  # the member axis must split evenly over devices
+    mesh = jax.make_mesh((n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
+    shard = NamedSharding(mesh, P("member"))
+    states = jax.vmap(trainer.init)(jnp.asarray([m.seed for m in padded]))
+    states = jax.device_put(states, shard)
+    hp = jax.device_put(_hp_arrays(padded, keys), shard)
+    in_axes = ({k: None for k in data} | {"hp": 0},)
+
+    def chunk(state, d, n_steps):
+        return jax.vmap(lambda s, dd: trainer.raw_chunk(s, dd, n_steps), in_axes=(0, *in_axes))(state, d)
+
+    chunk = jax.jit(chunk, static_argnums=2, donate_argnums=0)
+
+    out_dir.mkdir(parents=True)
+    steps, k = cfg.train.steps, len(task.task_names)
+    hist = {key: np.full((len(padded), steps) + (() if key == "loss" else (k,)), np.nan, np.float32)
+            for key in METRIC_KEYS}
+    t0 = time.perf_counter()
+    done = 0
+    with tqdm(total=steps, disable=not progress, unit="step", desc=f"sweep x{n}") as bar:
+        while done < steps:
+            m = min(cfg.train.chunk, steps - done)
+            states, metrics = chunk(states, data | {"hp": hp}, m)
+            metrics = jax.device_get(metrics)
+            for key in METRIC_KEYS:
+                hist[key][:, done:done + m] = metrics[key]
+            done += m
+            bar.update(m)
+    wall = time.perf_counter() - t0
+
+    step_axis = np.arange(steps)
+    rows = []
+    for mem in members:
+        run = out_dir / f"member_{mem.index:03d}"
+        run.mkdir()
+        write_json_atomic(run / "config.json", mem.config.to_dict())
+        mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
+        save_npz_atomic(run / "metrics.npz", step=step_axis, task_names=np.array(task.task_names), **mh)
+        save_npz_atomic(run / "params.npz", **flatten_params(jax.tree.map(lambda a, i=mem.index: a[i],
+                                                                          states.params)))
+        per_task = grok_steps(step_axis, mh["valid_acc"])
+        grok_all = None if None in per_task else max(per_task)
+        summary = dict(task=task.name, task_names=list(task.task_names), steps=steps, seed=mem.seed,
+                       values=mem.values, grok_step=dict(zip(task.task_names, per_task, strict=True)),
+                       grok_step_all=grok_all, final_valid_acc=np.nan_to_num(mh["valid_acc"][-1]).tolist())
+        write_json_atomic(run / "summary.json", summary)
+        rows.append(summary | {"member": mem.index})
+
+    points = []
+    for combo, group in itertools.groupby(rows, key=lambda r: tuple(r["values"].items())):
+        g = [r["grok_step_all"] for r in group]
+        done_g = [x for x in g if x is not None]
+        points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g),
+                           mean=float(np.mean(done_g)) if done_g else None,
+                           std=float(np.std(done_g)) if len(done_g) > 1 else None))
+    result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=n_dev, wall_s=round(wall, 3),
+                  member_steps_per_s=round(n * steps / wall, 1), members=rows, points=points)
+    write_json_atomic(out_dir / "sweep.json", result)
+    plot_grok_steps(points, steps, out_dir / "grok_steps.png")
+    return result
+
+
+def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(points) + 2), 3.5))
+    for i, pt in enumerate(points):
+        ys = [g if g is not None else steps for g in pt["grok_steps"]]
+        xs = i + np.linspace(-0.15, 0.15, len(ys)) if len(ys) > 1 else [i]
+        never = [g is None for g in pt["grok_steps"]]
+        ax.scatter(xs, ys, c=["#d55e00" if nv else "#0072b2" for nv in never], s=18, zorder=3)
+        if pt["mean"] is not None:
+            ax.hlines(pt["mean"], i - 0.3, i + 0.3, color="k", lw=1.5)
+    labels = [", ".join(f"{k.split('.')[1]}={v:g}" for k, v in pt["values"].items()) or "seeds" for pt in points]
+    ax.set_xticks(range(len(points)), labels, rotation=30 if len(points) > 3 else 0, ha="right" if len(points) > 3
+                  else "center")
+    ax.set_ylabel("grokking step (all tasks ≥ 0.99 valid acc)")
+    ax.set_yscale("log" if steps > 100 else "linear")
+    ax.axhline(steps, color="#d55e00", ls=":", lw=1)
+    ax.set_title("grokking step per member (orange: not grokked in the run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
