@@ -8,12 +8,15 @@ Expected runtime. Full: five runs of 40,000 (nanda) and 65,536 (miiii) full-batc
 d 128 / d 256 model on 3,830 training samples; at an estimated 1-3 ms a step on one modern GPU that is
 roughly 10-25 minutes in all, plus a minute of figures. This estimate was NOT measured (no GPU was
 available when this was written); on 2 CPU cores the full recipe would take days.
-Smoke (--smoke): p = 29, measured 10-15 minutes on 2 shared CPU cores (see results.md for the wall time).
+Smoke (--smoke): p = 37, d 64, 3k (nanda) / 5k (miiii) steps; measured 9.7 minutes on 2 CPU cores shared with
+other jobs (load average ~13); results.md records each invocation's wall time and the load.
 
 Expected result (results.md): positional embeddings correlate positively for nanda and negatively for
 miiii; miiii's tasks grok small primes first (2, 3, 5, 7 in order at full scale, the other 25 later);
-miiii's embedding spectrum is more diffuse (more singular values for 50 %/90 %, more active
-frequencies) than nanda's; the basis run stays at chance; λ = 0 groks fewer tasks than λ = 0.5.
+miiii's embedding spectrum is more diffuse (more singular values for 50 %/90 %, more frequencies) than
+nanda's; miiii's heads lean to one digit each; the basis run stays at chance; λ = 0 groks fewer tasks.
+At CPU scale only q = 2 and 3 grok (5 rises above chance, the larger q are memorised), so the claims about
+the rest grokking, λ = 0 and the masked run show as "no" there: they need the full scale.
 """
 
 from __future__ import annotations
@@ -43,14 +46,19 @@ EXTRA = {"nogrokfast": ["optim.grokfast=none"]}
 # the grid, W_E): applied only when the config has a `record` section (miiii/record.py, issue 3).
 RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits", "record.params=W_E,W_pos",
           "record.inputs=grid"]
-RECORD_EVERY = {True: ["record.every=50", "record.params_every=50"],  # smoke: 100 rows of a 5k-step run
-                False: ["record.every=512", "record.params_every=64"]}  # full: ~80-130 rows of activations
+
+
+def _divisor_at_most(n: int, k: int) -> int:
+    """The largest divisor of n that is <= k (the recorder needs its rates to divide train.chunk)."""
+    return max(d for d in range(1, min(n, k) + 1) if n % d == 0)
 
 
 def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
     extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps else [])
-    if "record" in cfg.to_dict():
-        extra += RECORD + RECORD_EVERY[smoke]
+    if "record" in cfg.to_dict():  # about 100 rows of activations (smoke) or 64-130 (full), parameters 8x as often
+        chunk = cfg.train.chunk
+        every = _divisor_at_most(chunk, 50 if smoke else 512)
+        extra += RECORD + [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
 
 
