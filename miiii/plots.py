@@ -322,6 +322,7 @@ def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> l
     a0.pcolormesh(x, np.arange(dom.shape[1]), (dom / dom.max(1, keepdims=True)).T, shading="nearest",
                   cmap="viridis")
     a0.set_ylabel("frequency ω")
+    a0.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     a0.set_title(f"{name}: MLP frequency dominance over training (each step normalised)")
     a1.plot(x, n_active, color=OKABE_ITO[3])
     a1.set_ylabel("|ω| active")

@@ -79,6 +79,31 @@ def attention_to_x0(run: Run) -> np.ndarray:
     return grid_acts(run)["blocks.0.attn.hook_pattern"][:, :, -1, 0].mean(0)
 
 
+def label_of(run: Run) -> str:
+    return run.path.name
+
+
+def recorded_neurons(run: Run):
+    from miiii.plots import NEURONS, recorded_grid
+
+    return recorded_grid(run, NEURONS)
+
+
+def active_over_training(run: Run, fractions=(1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0)) -> tuple[list, list]:
+    """Active-frequency counts of the recorded MLP neurons at the recorded steps nearest to fractions of the run."""
+    from miiii.plots import NEURONS, steps_of
+
+    neurons, steps = recorded_neurons(run), steps_of(run, NEURONS)
+    p, out_steps, counts = run.config.task.p, [], []
+    for f in fractions:
+        i = int(np.abs(steps - f * (run.config.train.steps - 1)).argmin())
+        a = np.asarray(neurons[i], dtype=np.float64)
+        a = a[:, -1] if a.ndim == 3 else a  # (p*p, N)
+        counts.append(int(A.active_frequencies(A.frequency_dominance(A.to_grid(a, p))).sum()))
+        out_steps.append(int(steps[i]))
+    return out_steps, counts
+
+
 def embed_gini(run: Run) -> float:
     p = run.config.task.p
     return float(A.gini(A.freq_norms(run.params["W_E"][:p])[1:]))
@@ -172,6 +197,14 @@ def claims(runs: dict[str, Run]) -> list[dict]:
             holds = bool(n0 < n1 or (n0 == n1 and acc.mean() < ref.mean() - 0.02))
         add("miiii without grokfast (λ = 0) does not converge in the same budget (fewer tasks grok, or lower "
             "accuracy by > 0.02)", "does not converge", measured, holds)
+    rec = next((r for r in (miiii, nanda) if r is not None and recorded_neurons(r) is not None), None)
+    if rec is not None:
+        steps, counts = active_over_training(rec)
+        add(f"{label_of(rec)}: active MLP frequencies (mean + 2 std) over training spike while the last tasks are "
+            "learned, then fall (Table 3; here at the same fractions of the run: 1/256, 1/64, 1/16, 1/4, 1)",
+            "n_ω = 0, 0, 10, 18, 10",
+            "n_ω = " + ", ".join(f"{c} (step {s})" for s, c in zip(steps, counts, strict=True)),
+            bool(max(counts) > counts[-1] and max(counts) > counts[0]))
     if masked is not None:
         g = grok_table(masked)
         order = A.grok_order([f"q={q}" for q in g], list(g.values()))
@@ -188,8 +221,9 @@ def results_markdown(runs: dict[str, Run], title: str, notes: str = "") -> str:
         lines += [notes, ""]
     lines += ["| claim | paper | measured | holds |", "| --- | --- | --- | --- |"]
     mark = {True: "yes", False: "**no**", None: "–"}
+    cell = lambda v: str(v).replace("|", "/")  # noqa: E731  (a '|' would split the markdown cell)
     for r in rows:
-        lines.append(f"| {r['claim']} | {r['paper']} | {r['measured']} | {mark[r['holds']]} |")
+        lines.append(f"| {cell(r['claim'])} | {cell(r['paper'])} | {cell(r['measured'])} | {mark[r['holds']]} |")
     lines += ["", "## Runs", "", "| role | run directory | task | p | d_model | λ | steps | wall s | grokked |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for role, run in runs.items():

@@ -95,6 +95,7 @@ def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
     assert {"claim", "paper", "measured", "holds"} <= set(rows[0])
     assert any("grok in that order" in r["claim"] for r in rows)
     assert any("basis" in r["claim"] for r in rows)
+    assert any("Table 3" in r["claim"] for r in rows)  # the nanda run has a (synthetic) recording
     assert text.count("\n| ") >= len(rows) + len(loaded)
     # a claim needing a run that is missing is left out, not invented
     assert not any("λ = 0" in r["claim"] for r in rows)
