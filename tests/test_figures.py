@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,11 @@ def runs(tmp_path_factory):
     nanda = _train("nanda-tiny", root / "nanda")
     _add_recording(nanda)
     miiii = _train("miiii-tiny", root / "miiii")
-    basis = _train("miiii-basis", root / "basis", ["model.dropout=0"])
+    basis = root / "basis"  # the report reads only files: a relabelled copy of the miiii run saves a training
+    shutil.copytree(miiii, basis)
+    cfg = json.loads((basis / "config.json").read_text())
+    cfg["task"]["variant"] = "basis"
+    (basis / "config.json").write_text(json.dumps(cfg))
     return {"nanda": nanda, "miiii": miiii, "basis": basis}
 
 
