@@ -8,7 +8,12 @@ ARGS    ?=
 RUN     ?=
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
+<<<<<<< HEAD
+        train-addition train-reversal train-tiny test lint presets clean \
+        figures paper paper-cpu
+=======
         train-addition train-reversal train-tiny test lint presets bench clean
+>>>>>>> main
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -49,10 +54,22 @@ train-reversal: $(STAMP)  ## the book's 5-digit reversal
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
+<<<<<<< HEAD
+figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
+	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
+	$(BIN)/python -m miiii figures $(RUN) --out $(or $(OUT),figures)
+
+paper: $(STAMP)  ## the paper's five runs at full scale (GPU), all figures, results/paper/results.md
+	$(BIN)/python experiments/paper.py $(ARGS)
+
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 37, under 20 minutes on 2 cores): results/paper-cpu/
+	$(BIN)/python experiments/paper.py --smoke $(ARGS)
+=======
 TORCH ?= torch>=2.3
 bench: $(STAMP)  ## time miiii against the PyTorch references in ../shared/peers; writes bench.json
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python experiments/bench.py $(ARGS)
+>>>>>>> main
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
+
+    fg = sub.add_parser("figures", help="draw every paper figure the given run directories support",
+                        description="Draw the paper's figures (SPEC.md section 4) from run directories, PNG and PDF.")
+    fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
     return ap
 
 
@@ -129,10 +134,19 @@ def print_summary(summary: dict, run_dir: Path) -> None:
           + (": " + ", ".join(f"{k}@{v}" for k, v in list(done.items())[:12]) if done else ""))
 
 
+def cmd_figures(args) -> int:
+    from miiii.plots import draw_all
+
+    paths = draw_all(args.run_dirs, args.out)
+    print(f"{len(paths)} files in {args.out}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep}[args.command](args)
+        commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures}
+        return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,120 @@
+"""The figures command on tiny runs writes every expected file; results.md is generated from the runs."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from miiii import analysis as A
+from miiii.cli import main
+from miiii.config import ConfigError, apply_overrides, get_preset
+from miiii.plots import NEURONS, grid_acts
+from miiii.report import claims, results_markdown
+from miiii.rundir import load_run
+from miiii.runner import train_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
+        "train.chunk=40"]
+
+
+def _train(preset, run_dir, extra=()):
+    train_run(apply_overrides(get_preset(preset), TINY + list(extra)), run_dir, progress=False)
+    return run_dir
+
+
+def _add_recording(run_dir: Path, T: int = 3):
+    """Per-step activations in the recording contract (acts/index.json, time first, float16), synthesised from
+    the final model so the over-training figures have something to draw."""
+    run = load_run(run_dir)
+    acts = grid_acts(run)
+    (run_dir / "acts").mkdir()
+    scale = np.linspace(0.2, 1.0, T)[:, None, None]
+    arrays = {
+        "W_E": run.params["W_E"][None] * scale,  # (T, d_vocab, d_model)
+        "W_pos": run.params["W_pos"][None] * scale,
+        NEURONS: acts[NEURONS][None, :, -1] * scale,  # (T, p*p, d_mlp)
+        "logits": acts["logits"][None] * scale[..., None],  # (T, p*p, S, C)
+    }
+    index = {"arrays": {}, "steps": [0, 10, 39]}
+    for name, a in arrays.items():
+        np.save(run_dir / "acts" / f"{name}.npy", a.astype(np.float16))
+        index["arrays"][name] = {"file": f"{name}.npy", "shape": list(a.shape), "dtype": "float16",
+                                 "axes": ["step"] + ["?"] * (a.ndim - 1)}
+    (run_dir / "acts" / "index.json").write_text(json.dumps(index))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    nanda = _train("nanda-tiny", root / "nanda")
+    _add_recording(nanda)
+    miiii = _train("miiii-tiny", root / "miiii")
+    basis = root / "basis"  # the report reads only files: a relabelled copy of the miiii run saves a training
+    shutil.copytree(miiii, basis)
+    cfg = json.loads((basis / "config.json").read_text())
+    cfg["task"]["variant"] = "basis"
+    (basis / "config.json").write_text(json.dumps(cfg))
+    return {"nanda": nanda, "miiii": miiii, "basis": basis}
+
+
+@pytest.fixture(scope="module")
+def drawn(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    assert main(["figures", str(runs["nanda"]), str(runs["miiii"]), "--out", str(out)]) == 0
+    return out
+
+
+def test_figures_command_writes_every_expected_file(drawn):
+    stems = ["fig01_polar", "fig02_inputs_p11", "fig03_targets_p11", "fig07_positional", "fig08_singular_values",
+             "fig18_attention"]
+    for run in ("nanda", "miiii"):
+        stems += [f"fig04_neuron_{run}", f"fig05_accuracy_{run}", f"fig06_loss_{run}",
+                  f"fig09_singular_vectors_{run}", f"fig11_embed_fft_{run}", f"fig14_neurons_{run}"]
+    stems += ["fig16_frequency_dominance_nanda", "fig_progress_nanda"]  # only nanda has a recording
+    for stem in stems:
+        for ext in ("png", "pdf"):
+            f = drawn / f"{stem}.{ext}"
+            assert f.is_file() and f.stat().st_size > 1000, f
+    assert not (drawn / "fig16_frequency_dominance_miiii.png").exists()
+    assert len(list(drawn.glob("*.png"))) == len(stems)
+
+
+def test_figures_on_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert main(["figures", str(tmp_path)]) == 2
+    assert "error:" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps({}))
+    assert main(["figures", str(tmp_path)]) == 2  # a config but no metrics/params: not a finished run
+
+
+def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
+    loaded = {k: load_run(v) for k, v in runs.items()}
+    rows = claims(loaded)
+    text = results_markdown(loaded, "test")
+    r_nanda = A.pearson(*loaded["nanda"].params["W_pos"][:2])
+    r_miiii = A.pearson(*loaded["miiii"].params["W_pos"][:2])
+    assert f"r = {r_nanda:.2f}" in text and f"r = {r_miiii:.2f}" in text
+    assert {"claim", "paper", "measured", "holds"} <= set(rows[0])
+    assert any("grok in that order" in r["claim"] for r in rows)
+    assert any("basis" in r["claim"] for r in rows)
+    assert any("Table 3" in r["claim"] for r in rows)  # the nanda run has a (synthetic) recording
+    assert text.count("\n| ") >= len(rows) + len(loaded)
+    # a claim needing a run that is missing is left out, not invented
+    assert not any("λ = 0" in r["claim"] for r in rows)
+
+
+def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
+    spec = importlib.util.spec_from_file_location("paper", ROOT / "experiments" / "paper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = mod.__doc__
+    assert "python experiments/paper.py" in doc and "--smoke" in doc
+    assert "Expected runtime" in doc and "Expected result" in doc
+    for full, cpu in mod.ROLES.values():  # every preset the experiment names exists
+        get_preset(full)
+        get_preset(cpu)
+    with pytest.raises(ConfigError):
+        get_preset("no-such-preset")
