@@ -1,4 +1,4 @@
-"""Command line: `python -m miiii {train,presets} ...`. Bad input exits with status 2 and one message."""
+"""Command line: `python -m miiii {train,sweep,figures,presets} ...`. Bad input exits with status 2 and one message."""
 
 from __future__ import annotations
 

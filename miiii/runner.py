@@ -18,12 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from miiii.analysis import GROK_THRESHOLD, grok_steps
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.model import count_params
 from miiii.tasks import Task, make_task
 from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, task_data
-
-GROK_THRESHOLD = 0.99
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -42,15 +41,6 @@ def prepare(cfg: RunConfig) -> Task:
             "lower it or set 0 for full batch"
         )
     return task
-
-
-def grok_steps(step: np.ndarray, valid_acc: np.ndarray, threshold: float = GROK_THRESHOLD) -> list[int | None]:
-    """First step at which each task's validation accuracy reached `threshold` (None if never)."""
-    out = []
-    for k in range(valid_acc.shape[1]):
-        hit = np.nonzero(np.nan_to_num(valid_acc[:, k], nan=-1.0) >= threshold)[0]
-        out.append(int(step[hit[0]]) if len(hit) else None)
-    return out
 
 
 def save_npz_atomic(path: Path, **arrays) -> None:

@@ -26,12 +26,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
+from miiii.analysis import grok_steps
 from miiii.config import ConfigError, RunConfig, resolve_key, validate
 from miiii.optim import TRACEABLE
 from miiii.runner import (
     check_run_dir,
     flatten_params,
-    grok_steps,
     prepare,
     save_npz_atomic,
     write_json_atomic,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from miiii.config import apply_overrides, get_preset
-from miiii.runner import grok_steps, prepare
+from miiii.runner import prepare
 from miiii.train import batch_indices, loss_and_metrics, make_trainer, task_data
 
 
@@ -113,12 +113,6 @@ def test_batch_larger_than_data_is_refused():
 
     with pytest.raises(ConfigError, match="batch_size"):
         prepare(apply_overrides(get_preset("reversal-tiny"), ["n_train=100", "batch_size=512"]))
-
-
-def test_grok_steps():
-    acc = np.array([[0.1, 0.2], [0.995, 0.5], [0.98, 0.99], [np.nan, 1.0]])
-    assert grok_steps(np.arange(4) * 10, acc) == [10, 20]
-    assert grok_steps(np.arange(4), np.zeros((4, 1))) == [None]
 
 
 def test_vmap_over_seeds_matches_single_runs():
