@@ -56,6 +56,7 @@ class Trainer(NamedTuple):
     init: Callable  # (seed) -> TrainState
     chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first)
     evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
+    record: Callable | None  # (params, data) -> one record per group (the final step's; jitted), or None
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
     tx: optax.GradientTransformation
@@ -70,8 +71,17 @@ def task_data(task: Task) -> dict:
     )
 
 
-def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) -> Trainer:
-    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics."""
+def make_trainer(
+    cfg: RunConfig, task: Task, record_fn: Callable | None = None, record_groups: tuple = ()
+) -> Trainer:
+    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics.
+
+    `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
+    parameters *before* update t at every step t with `t % every == 0`; chunk i's `metrics["record"][i]`
+    is that dict stacked over its ceil(n_steps / every) recorded steps. Chunks must start at a multiple
+    of every `every` (the runner starts them at multiples of train.chunk). Inputs it reads (probes) travel
+    in `data`, so nothing large is closed over.
+    """
     model = build_model(cfg.model, task)
     tx = make_optimizer(cfg.optim, cfg.train.steps)
     n_train = len(task.train.x)
@@ -132,13 +142,40 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
     def chunk(state: TrainState, data: dict, n_steps: int):
         """Metrics at index i describe the parameters *before* update state.step + i."""
         order = epoch_order(state.key, state.step // steps_per_epoch) if batch else jnp.zeros((0,), jnp.int32)
-        (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
-        return state, metrics
+        if not record_groups:
+            (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
+            return state, metrics
+        t0 = state.step
+
+        def record_into(bufs, st):
+            """Write each group's record of `st.params` into its buffer when its step is due (lax.cond)."""
+            i = st.step - t0
+            out = []
+            for (every, fn), buf in zip(record_groups, bufs, strict=True):
+                def write(b, every=every, fn=fn):
+                    return jax.tree.map(lambda bb, v: bb.at[i // every].set(v), b, fn(apply, st.params, data))
+                out.append(jax.lax.cond(i % every == 0, write, lambda b: b, buf))
+            return tuple(out)
+
+        def body(carry, _):
+            st, order, bufs = carry
+            bufs = record_into(bufs, st)
+            (st, order), metrics = step((st, order), data)
+            return (st, order, bufs), metrics
+
+        bufs = tuple(
+            jax.tree.map(lambda a, k=every: jnp.zeros((-(-n_steps // k), *a.shape), a.dtype),
+                         jax.eval_shape(lambda p, d, fn=fn: fn(apply, p, d), state.params, data))
+            for every, fn in record_groups
+        )
+        (state, _, bufs), metrics = jax.lax.scan(body, (state, order, bufs), None, length=n_steps)
+        return state, metrics | {"record": list(bufs)}
 
     return Trainer(
         init=init,
         chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
         evaluate=jax.jit(evaluate),
+        record=jax.jit(lambda p, d: [fn(apply, p, d) for _, fn in record_groups]) if record_groups else None,
         apply=jax.jit(apply),
         model=model,
         tx=tx,
