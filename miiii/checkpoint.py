@@ -2,7 +2,7 @@
 
     run_dir/ckpt/STEP/      orbax `CheckpointManager` steps (params, opt_state incl. the grokfast EMA,
                             step, PRNG key data); a save killed half-way leaves a tmp folder orbax ignores
-    run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config_sha256": ...}
+    run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
 
 orbax verifies nothing (a flipped byte restores silently, see shared/API-NOTES.md), so a step counts as
 good only when it restores and its arrays hash to the checksum written after its save completed. The
@@ -46,15 +46,11 @@ def checksum(host: TrainState) -> str:
     return h.hexdigest()
 
 
-def config_sha(config_json_text: str) -> str:
-    return hashlib.sha256(config_json_text.encode()).hexdigest()
-
-
 class Checkpoints:
     """Save every N steps and at the end, keep the newest `keep`, restore the newest good one."""
 
-    def __init__(self, run_dir: Path, keep: int):
-        self.run_dir = Path(run_dir)
+    def __init__(self, run_dir: Path, keep: int, config: dict | None = None):
+        self.run_dir, self.config = Path(run_dir), config
         self.dir = self.run_dir / "ckpt"
         self.meta_path = self.run_dir / "ckpt.json"
         self.mgr = ocp.CheckpointManager(
@@ -79,6 +75,8 @@ class Checkpoints:
             self.mgr.save(step, args=ocp.args.StandardSave(host), force=True)
             self.mgr.wait_until_finished()
             meta = self.meta()
+            if self.config is not None:
+                meta["config"] = self.config  # a copy that tells an edited config.json apart
             kept = {str(s) for s in self.mgr.all_steps()}
             meta["checksums"] = {k: v for k, v in meta["checksums"].items() if k in kept} | {str(step): checksum(host)}
             write_json_atomic(self.meta_path, meta)
@@ -88,10 +86,17 @@ class Checkpoints:
                            "checkpoint with --resume once fixed") from None
         return step
 
+    def restore(self, step: int, template: TrainState) -> TrainState:
+        """Checkpoint `step` as saved (unverified); `template` may be abstract (jax.eval_shape of init)."""
+        return from_host(TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template)))))
+
+    @staticmethod
+    def _args(template: TrainState):
+        key = jax.eval_shape(jax.random.key_data, template.key)
+        return ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, template._replace(key=key)))
+
     def restore_good(self, template: TrainState, at_most: int | None = None) -> tuple[TrainState | None, list[str]]:
         """Newest step whose arrays restore and match their checksum; the reasons others were skipped."""
-        key = jax.eval_shape(jax.random.key_data, template.key)
-        target = jax.tree.map(ocp.utils.to_shape_dtype_struct, template._replace(key=key))
         sums = self.meta().get("checksums", {})
         skipped = []
         for step in sorted(self.mgr.all_steps(), reverse=True):
@@ -102,7 +107,7 @@ class Checkpoints:
                 skipped.append(f"checkpoint {step} has no checksum (its save did not finish)")
                 continue
             try:
-                host = jax.device_get(self.mgr.restore(step, args=ocp.args.StandardRestore(target)))
+                host = jax.device_get(self.mgr.restore(step, args=self._args(template)))
             except Exception as e:  # noqa: BLE001 - orbax raises many kinds on damaged files
                 skipped.append(f"checkpoint {step} does not restore ({type(e).__name__}: {str(e)[:120]})")
                 continue

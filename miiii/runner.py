@@ -206,7 +206,11 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     trainer, rec = build(cfg, task)
     with RunLock(run_dir):
         metrics = read_metrics(run_dir)
-        ckpts = Checkpoints(run_dir, cfg.ckpt.keep)
+        ckpts = Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
+        stored = ckpts.meta().get("config")
+        if stored is not None and stored != json.loads(cfg.to_json()):
+            raise ConfigError(f"{run_dir / 'config.json'} was edited after the run started (it differs from the "
+                              f"copy in {run_dir / 'ckpt.json'}); restore it or start a new run")
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
         for why in skipped:
@@ -260,7 +264,7 @@ class Session:
     def __init__(self, cfg, task, trainer, rec, run_dir, writer, ckpts=None):
         self.cfg, self.task, self.trainer, self.rec = cfg, task, trainer, rec
         self.run_dir, self.writer = run_dir, writer
-        self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep)
+        self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps,) if key == "loss" else (steps, k), np.nan, np.float32) for key in METRIC_KEYS}
         self.last_ckpt = None
@@ -275,6 +279,10 @@ class Session:
     def checkpoint(self, state, finished: bool) -> None:
         """Activations and metrics up to the state's step reach the disk before the checkpoint that covers them."""
         step = int(state.step)
+        if not all(np.isfinite(x).all() for x in jax.device_get(jax.tree.leaves(state.params))):
+            raise FloatingPointError(f"the parameters became non-finite by step {step}; the run stopped. The last "
+                                     f"good checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (start a "
+                                     "new run with a lower optim.lr)")
         self.writer.flush()
         self.save_metrics(step)
         try:
