@@ -63,8 +63,8 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def resolve_config(args):
-    cfg = get_preset(args.preset or DEFAULT_PRESET)
+def resolve_config(args, base=None):
+    cfg = get_preset(args.preset or DEFAULT_PRESET) if args.preset or base is None else base
     extra = list(args.overrides)
     if args.steps is not None:
         extra.append(f"train.steps={args.steps}")
@@ -86,14 +86,16 @@ def parse_bytes(text: str) -> int:
 
 
 def cmd_train(args) -> int:
-    from miiii.runner import resume_run, train_run  # jax is imported only once the input is known to be good
+    from miiii.runner import read_config, resume_run, train_run  # jax is imported once the input is known good
 
     budget = parse_bytes(args.record_budget)
     if args.resume is not None:
         if args.run_dir is not None:
             raise ConfigError("--resume continues RUN_DIR in place: leave out --run-dir")
         changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
-        summary = resume_run(args.resume, resolve_config(args) if changed else None, progress=not args.no_progress)
+        # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
+        cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
+        summary = resume_run(args.resume, cfg, progress=not args.no_progress)
         print_summary(summary, args.resume)
         return 0
     cfg = resolve_config(args)
