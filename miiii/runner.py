@@ -177,8 +177,8 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     check_run_dir(run_dir)
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
-    _say(describe(rec))
     check_budget(rec, run_dir, record_budget)
+    _say(describe(rec))
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         write_json_atomic(run_dir / "config.json", cfg.to_dict())

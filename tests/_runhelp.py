@@ -29,12 +29,12 @@ jax.config.update("jax_compilation_cache_dir", CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 # miiii-tiny with minibatches, dropout and grokfast: resume must restore the EMA, the key and the data order.
-RESUME_ARGS = ["--preset", "miiii-tiny", "--steps", "300", "--set", "chunk=20", "--set", "ckpt.every=20",
+RESUME_ARGS = ["--preset", "miiii-tiny", "--steps", "160", "--set", "chunk=20", "--set", "ckpt.every=20",
                "--set", "batch_size=64"]
 
 
 def resume_cfg():
-    return apply_overrides(get_preset("miiii-tiny"), ["steps=300", "chunk=20", "ckpt.every=20", "batch_size=64"])
+    return apply_overrides(get_preset("miiii-tiny"), ["steps=160", "chunk=20", "ckpt.every=20", "batch_size=64"])
 
 
 @functools.cache
