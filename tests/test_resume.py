@@ -44,16 +44,20 @@ def test_sigint_finishes_the_chunk_checkpoints_and_resumes_bit_identical(tmp_pat
     assert_same_run(ref, run_dir)
 
 
-def test_sigkill_mid_run_leaves_a_resumable_directory(tmp_path):
+def test_sigkill_mid_run_leaves_a_resumable_directory(tmp_path, capsys):
     ref = reference_run()
     run_dir = tmp_path / "run"
     proc = start_cli([*RESUME_ARGS, "--run-dir", str(run_dir)])
+    wait_for_checkpoint(run_dir, proc, at_least=20)
+    # one writer per run directory: a second one is refused while the first lives ...
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 2
+    assert f"another live process (pid {proc.pid})" in capsys.readouterr().err
     wait_for_checkpoint(run_dir, proc, at_least=40)
     proc.kill()  # SIGKILL: no handler runs, possibly in the middle of writing a checkpoint
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (run_dir / "summary.json").exists()
-    rc = main(["train", "--resume", str(run_dir), "--no-progress"])
+    rc = main(["train", "--resume", str(run_dir), "--no-progress"])  # ... and allowed once it is dead
     assert rc == 0
     assert_same_run(ref, run_dir)
 
