@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "
-                        "config.json, metrics.npz, params.npz, summary.json.")
+                        "config.json, metrics.npz, params.npz, summary.json, acts/ (the recording), "
+                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.")
     tr.add_argument("--preset", default=None, help=f"preset name (default {DEFAULT_PRESET}; "
                     "`python -m miiii presets` lists them)")
     tr.add_argument("--run-dir", type=Path, default=None,

@@ -4,6 +4,13 @@
     run_dir/metrics.npz    step (T,), loss (T,), train_loss/train_acc/valid_loss/valid_acc (T, K), task_names (K,)
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
+    run_dir/acts/          recorded activations and parameters, one .npy per name (miiii/record.py)
+    run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state and their checksums (miiii/checkpoint.py)
+    run_dir/.lock          flock held by the one process writing the directory
+
+Order at a checkpoint (so SIGKILL at any moment leaves a resumable directory): activations and metrics up
+to step s reach the disk, then acts/index.json says so, then the orbax save of step s commits, then its
+checksum is written; `--resume` trusts only steps with a matching checksum.
 """
 
 from __future__ import annotations
@@ -202,15 +209,18 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     cfg = saved
     if not (run_dir / "ckpt.json").is_file() or not (run_dir / "ckpt").is_dir():
         raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
+    try:
+        stored = json.loads((run_dir / "ckpt.json").read_text()).get("config")
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{run_dir / 'ckpt.json'} is damaged ({e})") from None
+    if stored is not None and stored != json.loads(cfg.to_json()):
+        raise ConfigError(f"{run_dir / 'config.json'} was edited after the run started (it differs from the "
+                          f"copy in {run_dir / 'ckpt.json'}); restore it or start a new run")
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     with RunLock(run_dir):
         metrics = read_metrics(run_dir)
         ckpts = Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
-        stored = ckpts.meta().get("config")
-        if stored is not None and stored != json.loads(cfg.to_json()):
-            raise ConfigError(f"{run_dir / 'config.json'} was edited after the run started (it differs from the "
-                              f"copy in {run_dir / 'ckpt.json'}); restore it or start a new run")
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
         for why in skipped:
