@@ -56,7 +56,6 @@ class Trainer(NamedTuple):
     init: Callable  # (seed) -> TrainState
     chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first)
     evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
-    record: Callable | None  # (params, data) -> one record per group (the final step's; jitted), or None
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
     tx: optax.GradientTransformation
@@ -77,8 +76,9 @@ def make_trainer(
     """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics.
 
     `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
-    parameters *before* update t at every step t with `t % every == 0`; chunk i's `metrics["record"][i]`
-    is that dict stacked over its ceil(n_steps / every) recorded steps. Chunks must start at a multiple
+    parameters *before* update t at every step t with `t % every == 0`; a chunk's `metrics["record"][g]`
+    is group g's dict stacked over its ceil(n_steps / every) recorded steps, `metrics["record_end"][g]`
+    group g's record of the parameters after the chunk's last update. Chunks must start at a multiple
     of every `every` (the runner starts them at multiples of train.chunk). Inputs it reads (probes) travel
     in `data`, so nothing large is closed over.
     """
@@ -169,13 +169,14 @@ def make_trainer(
             for every, fn in record_groups
         )
         (state, _, bufs), metrics = jax.lax.scan(body, (state, order, bufs), None, length=n_steps)
-        return state, metrics | {"record": list(bufs)}
+        # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
+        end = [fn(apply, state.params, data) for _, fn in record_groups]
+        return state, metrics | {"record": list(bufs), "record_end": end}
 
     return Trainer(
         init=init,
         chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
         evaluate=jax.jit(evaluate),
-        record=jax.jit(lambda p, d: [fn(apply, p, d) for _, fn in record_groups]) if record_groups else None,
         apply=jax.jit(apply),
         model=model,
         tx=tx,
