@@ -204,6 +204,10 @@ class Recording:
     def bytes_per_step(self) -> float:
         return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize / a.every for a in self.arrays.values())
 
+    def counts(self, start: int, n: int) -> tuple[int, ...]:
+        """Recorded steps of each group in the chunk [start, start + n) (a static argument of the chunk)."""
+        return tuple(len(range(-(-start // every) * every, start + n, every)) for every, _, _ in self.groups)
+
     def record_groups(self) -> tuple:
         """`(every, fn)` pairs for `make_trainer`; fn(apply, params, data) reads the inputs from data["record_x"]."""
         out = []
@@ -404,13 +408,13 @@ class ActsWriter:
                 self.q.task_done()
 
     def _write(self, step: int, records: list[dict]) -> None:
-        """records[g][name]: (n_g, ...) rows for group g starting at `step` (a multiple of every group's every)."""
+        """records[g][name]: (n_g, ...) rows of group g, the first for the first multiple of its every >= step."""
         for (every, names, _), rec in zip(self.rec.groups, records, strict=True):
             for name in names:
                 self._current = name
                 f, offset, row = self.files[name]
                 rows = np.asarray(rec[name], dtype=self.rec.arrays[name].dtype)
-                _write_rows(f, offset + (step // every) * row, rows)
+                _write_rows(f, offset + (-(-step // every)) * row, rows)
 
     def _raise(self) -> None:
         if self.error is not None:

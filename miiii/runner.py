@@ -323,7 +323,7 @@ class Session:
             while done < steps:
                 n = min(cfg.train.chunk, steps - done)
                 t0 = time.perf_counter()
-                state, metrics = trainer.chunk(state, data, n)
+                state, metrics = trainer.chunk(state, data, n, self.rec.counts(done, n) if self.rec.arrays else None)
                 metrics = jax.device_get(metrics)
                 if compile_s is None:
                     compile_s = time.perf_counter() - t0

@@ -78,9 +78,8 @@ def make_trainer(
     `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
     parameters *before* update t at every step t with `t % every == 0`; a chunk's `metrics["record"][g]`
     is group g's dict stacked over its ceil(n_steps / every) recorded steps, `metrics["record_end"][g]`
-    group g's record of the parameters after the chunk's last update. Chunks must start at a multiple
-    of every `every` (the runner starts them at multiples of train.chunk). Inputs it reads (probes) travel
-    in `data`, so nothing large is closed over.
+    group g's record of the parameters after the chunk's last update. Inputs it reads (probes) travel in
+    `data`, so nothing large is closed over.
     """
     model = build_model(cfg.model, task)
     tx = make_optimizer(cfg.optim, cfg.train.steps)
@@ -139,22 +138,30 @@ def make_trainer(
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), metrics
 
-    def chunk(state: TrainState, data: dict, n_steps: int):
-        """Metrics at index i describe the parameters *before* update state.step + i."""
+    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None):
+        """Metrics at index i describe the parameters *before* update state.step + i.
+
+        `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
+        (static; the default assumes the chunk starts at a multiple of every `every`).
+        """
         order = epoch_order(state.key, state.step // steps_per_epoch) if batch else jnp.zeros((0,), jnp.int32)
         if not record_groups:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
             return state, metrics
+        counts = counts or tuple(-(-n_steps // every) for every, _ in record_groups)
         t0 = state.step
 
         def record_into(bufs, st):
             """Write each group's record of `st.params` into its buffer when its step is due (lax.cond)."""
-            i = st.step - t0
+            t = st.step
             out = []
             for (every, fn), buf in zip(record_groups, bufs, strict=True):
-                def write(b, every=every, fn=fn):
-                    return jax.tree.map(lambda bb, v: bb.at[i // every].set(v), b, fn(apply, st.params, data))
-                out.append(jax.lax.cond(i % every == 0, write, lambda b: b, buf))
+                row = (t - (-(-t0 // every)) * every) // every  # rows count from the chunk's first due step
+
+                def write(b, every=every, fn=fn, row=row):
+                    return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
+
+                out.append(jax.lax.cond(t % every == 0, write, lambda b: b, buf))
             return tuple(out)
 
         def body(carry, _):
@@ -164,9 +171,9 @@ def make_trainer(
             return (st, order, bufs), metrics
 
         bufs = tuple(
-            jax.tree.map(lambda a, k=every: jnp.zeros((-(-n_steps // k), *a.shape), a.dtype),
+            jax.tree.map(lambda a, c=count: jnp.zeros((c, *a.shape), a.dtype),
                          jax.eval_shape(lambda p, d, fn=fn: fn(apply, p, d), state.params, data))
-            for every, fn in record_groups
+            for (_, fn), count in zip(record_groups, counts, strict=True)
         )
         (state, _, bufs), metrics = jax.lax.scan(body, (state, order, bufs), None, length=n_steps)
         # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
@@ -175,7 +182,7 @@ def make_trainer(
 
     return Trainer(
         init=init,
-        chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
+        chunk=jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0),
         evaluate=jax.jit(evaluate),
         apply=jax.jit(apply),
         model=model,
