@@ -231,3 +231,33 @@ def test_acts_are_readable_with_numpy_alone():
     for meta in index["arrays"].values():
         a = np.load(run_dir / "acts" / meta["file"], mmap_mode="r")
         assert list(a.shape) == meta["shape"] and len(meta["axes"]) == a.ndim and np.isfinite(a[-1]).all()
+
+
+@pytest.mark.parametrize("where", ["metrics", "checkpoint"])
+def test_write_error_in_metrics_or_checkpoint_leaves_a_resumable_run(tmp_path, monkeypatch, where):
+    import orbax.checkpoint as ocp
+
+    import miiii.runner
+
+    calls = {"n": 0}
+
+    def fail_third(real):
+        def patched(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 3:  # the checkpoint at step 40
+                raise OSError(errno.EIO, "Input/output error")
+            return real(*args, **kwargs)
+        return patched
+
+    if where == "metrics":
+        monkeypatch.setattr(miiii.runner, "save_npz_atomic", fail_third(miiii.runner.save_npz_atomic))
+    else:
+        monkeypatch.setattr(ocp.CheckpointManager, "save", fail_third(ocp.CheckpointManager.save))
+    with pytest.raises(RunError) as e:
+        train_run(resume_cfg(), tmp_path / "run", progress=False)
+    msg = str(e.value)
+    named = "metrics.npz" if where == "metrics" else "ckpt/40"
+    assert named in msg and "Input/output error" in msg and "bytes free" in msg, msg
+    monkeypatch.undo()
+    resume_run(tmp_path / "run", progress=False)
+    assert_same_run(reference_run(), tmp_path / "run")
