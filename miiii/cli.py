@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "
-                        "config.json, metrics.npz, params.npz, summary.json.")
-    tr.add_argument("--preset", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET}; "
+                        "config.json, metrics.npz, params.npz, summary.json, acts/ (the recording), "
+                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.")
+    tr.add_argument("--preset", default=None, help=f"preset name (default {DEFAULT_PRESET}; "
                     "`python -m miiii presets` lists them)")
     tr.add_argument("--run-dir", type=Path, default=None,
                     help="where to write the run (default runs/PRESET-sSEED-TIME); must not hold anything yet")
@@ -39,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="change any config field, e.g. --set model.d_model=64 --set lr=3e-4 (a unique field "
                     "name or section.field; repeatable)")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    tr.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                    help="continue RUN_DIR from its newest good checkpoint (its config.json is the config; "
+                    "--preset/--set/--steps/--seed, if given, must agree with it)")
+    tr.add_argument("--record-budget", default="2GiB", metavar="BYTES",
+                    help="refuse a recording larger than this (default 2GiB; e.g. 500MB, 8GiB, 123456789)")
 
     sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
                         description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
@@ -76,8 +83,8 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def resolve_config(args):
-    cfg = get_preset(args.preset)
+def resolve_config(args, base=None):
+    cfg = get_preset(args.preset or DEFAULT_PRESET) if args.preset or base is None else base
     extra = list(args.overrides)
     if args.steps is not None:
         extra.append(f"train.steps={args.steps}")
@@ -86,12 +93,35 @@ def resolve_config(args):
     return apply_overrides(cfg, extra)
 
 
-def cmd_train(args) -> int:
-    from miiii.runner import train_run  # jax is imported only once the input is known to be good
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
+
+def parse_bytes(text: str) -> int:
+    """`2GiB`, `500MB`, `1.5gb`, `123456` -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ConfigError(f"--record-budget takes a size such as 2GiB, 500MB or 123456, not '{text}'")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def cmd_train(args) -> int:
+    from miiii.runner import read_config, resume_run, train_run  # jax is imported once the input is known good
+
+    budget = parse_bytes(args.record_budget)
+    if args.resume is not None:
+        if args.run_dir is not None:
+            raise ConfigError("--resume continues RUN_DIR in place: leave out --run-dir")
+        changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
+        # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
+        cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
+        summary = resume_run(args.resume, cfg, progress=not args.no_progress)
+        print_summary(summary, args.resume)
+        return 0
     cfg = resolve_config(args)
-    run_dir = args.run_dir or Path("runs") / f"{args.preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = train_run(cfg, run_dir, progress=not args.no_progress)
+    preset = args.preset or DEFAULT_PRESET
+    run_dir = args.run_dir or Path("runs") / f"{preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget)
     print_summary(summary, run_dir)
     return 0
 
@@ -153,6 +183,11 @@ def main(argv=None) -> int:
     except FloatingPointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except RuntimeError as e:  # miiii.record.RunError: disk full, write errors (the run stays resumable)
+        if type(e).__name__ != "RunError":
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        print(str(e) or "interrupted", file=sys.stderr)
         return 130

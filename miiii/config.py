@@ -93,11 +93,37 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class RecordConfig:
+    """What is recorded every `every` steps, in eval mode, into run_dir/acts/ (see miiii/record.py).
+
+    Names follow TransformerLens; `--set record.acts=a,b` takes a comma-separated list, neurons also `a:b`.
+    """
+
+    acts: tuple[str, ...] = ()  # activations by name, e.g. blocks.0.mlp.hook_post, blocks.0.attn.hook_pattern
+    params: tuple[str, ...] = ()  # parameters by name, e.g. W_E, W_pos, blocks.0.attn.W_Q
+    inputs: str = "grid"  # grid (all p^2, row i = n) | grid:K (x0, x1 < K) | probes | valid:N (first N valid)
+    probes: tuple[str, ...] = ()  # inputs="probes": e.g. 123+456 (addition), 12345 (reversal)
+    positions: str = "last"  # last | all (sequence positions of activations that have them)
+    neurons: tuple[int, ...] = ()  # MLP neuron indices kept (empty = all)
+    every: int = 1  # activations every k steps (steps 0, k, 2k, ... and the last step if a multiple of k)
+    params_every: int = 1  # parameters every k steps
+    dtype: str = "float16"  # on disk: float16 | float32
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every: int = 1000  # a checkpoint at the first chunk end at or after each multiple of this step count
+    keep: int = 3  # newest checkpoints kept (older ones are deleted); >= 2 so a damaged one has a fallback
+
+
+@dataclass(frozen=True)
 class RunConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    record: RecordConfig = field(default_factory=RecordConfig)
+    ckpt: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -119,11 +145,13 @@ class RunConfig:
             bad = set(vals) - known
             if bad:
                 raise ConfigError(f"unknown key(s) {sorted(bad)} in section '{f.name}'")
+            vals = {k: tuple(v) if isinstance(v, list) else v for k, v in vals.items()}  # JSON lists -> tuples
             kw[f.name] = sub(**vals)
         return cls(**kw)
 
 
-_SECTION_TYPES = {"task": TaskConfig, "model": ModelConfig, "optim": OptimConfig, "train": TrainConfig}
+_SECTION_TYPES = {"task": TaskConfig, "model": ModelConfig, "optim": OptimConfig, "train": TrainConfig,
+                  "record": RecordConfig, "ckpt": CheckpointConfig}
 ALIASES = {"wd": "optim.weight_decay", "lambda": "optim.lamb", "p": "task.p", "steps": "train.steps"}
 
 
@@ -224,6 +252,34 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
 }
 DEFAULT_PRESET = "nanda-cpu"
 
+# ---------------------------------------------------------------- default recordings
+# What the paper's and the book's analyses read from run_dir/acts/; each fits the default 2 GiB
+# `--record-budget` over its preset's whole run (`python -m miiii train` prints the exact bytes first).
+# Grid tasks: MLP neurons over the p x p grid and attention from the last position (Figs. 4, 14-16, 18),
+# the embeddings W_E, W_pos (Figs. 7-13). Sequence tasks: the book's probes at every position.
+_GRID_ACTS = ("blocks.0.mlp.hook_post", "blocks.0.attn.hook_pattern")
+_BOOK_ACTS = tuple(f"blocks.{i}.{a}" for i in range(2)
+                   for a in ("attn.hook_pattern", "mlp.hook_post", "hook_resid_post"))
+_BOOK_REC = RecordConfig(acts=_BOOK_ACTS + ("logits",), params=("W_E", "W_pos"), inputs="probes", positions="all")
+_RECORDINGS = {
+    # 40k steps: W_E, W_pos every step (1.20 GB) + 64 neurons and attention over 12,769 inputs every 100 (0.78 GB)
+    "nanda": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(64)), every=100),
+    # 65,536 steps of d 256: W_E, W_pos every 4 steps (0.98 GB) + 128 neurons and attention every 256 (0.92 GB)
+    "miiii": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(128)), every=256,
+                          params_every=4),
+    # the book's edge cases (123+456, 999+1, 0+0, ...), every layer, every position, every step
+    "addition": replace(_BOOK_REC, probes=("123+456", "999+001", "000+000", "999+999", "500+500", "111+222")),
+    "reversal": replace(_BOOK_REC, probes=("12345", "54321", "00000", "90817")),
+    "nanda-tiny": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(16)), every=10),
+    "miiii-tiny": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(32)), every=10),
+    "nanda-cpu": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(64)), every=100,
+                              params_every=5),
+}
+_RECORDINGS |= {"miiii-masked": _RECORDINGS["miiii"], "miiii-basis": _RECORDINGS["miiii"],
+                "addition-tiny": _RECORDINGS["addition"], "reversal-tiny": _RECORDINGS["reversal"]}
+for _name, _rec in _RECORDINGS.items():
+    PRESETS[_name] = (replace(PRESETS[_name][0], record=_rec), PRESETS[_name][1])
+
 
 def get_preset(name: str) -> RunConfig:
     if name not in PRESETS:
@@ -265,6 +321,8 @@ def parse_value(sec: str, name: str, text: str):
     typ = typing.get_type_hints(_SECTION_TYPES[sec])[name] if isinstance(typ, str) else typ
     if isinstance(typ, types.UnionType):
         typ = next(t for t in typ.__args__ if t is not type(None))
+    if typing.get_origin(typ) is tuple:
+        return _parse_tuple(f"{sec}.{name}", typing.get_args(typ)[0], text)
     try:
         if typ is bool:
             if text.lower() in ("1", "true", "yes", "on"):
@@ -279,6 +337,23 @@ def parse_value(sec: str, name: str, text: str):
         return str(text)
     except ValueError:
         raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{text}'") from None
+
+
+def _parse_tuple(key: str, elem: type, text: str) -> tuple:
+    """Comma-separated values; for ints also `a:b` ranges (`0:4,9` -> 0, 1, 2, 3, 9). Empty text -> ()."""
+    out: list = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if elem is int and ":" in part:
+                lo, _, hi = part.partition(":")
+                out.extend(range(int(lo), int(hi)))
+            else:
+                out.append(elem(part))
+        except ValueError:
+            raise ConfigError(f"{key} takes comma-separated {elem.__name__}s, not '{text}'") from None
+    return tuple(out)
 
 
 def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
@@ -366,4 +441,22 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
         raise ConfigError("train.chunk and train.eval_every must be >= 1, train.batch_size >= 0")
+    validate_record(cfg)
     return cfg
+
+
+def validate_record(cfg: RunConfig) -> None:
+    """The recording and checkpoint settings that can be checked without building the model (see record.py)."""
+    r, c = cfg.record, cfg.ckpt
+    for k in ("every", "params_every"):
+        v = getattr(r, k)
+        if v < 1:
+            raise ConfigError(f"record.{k} = {v} must be >= 1")
+    if r.positions not in ("last", "all"):
+        raise ConfigError(f"record.positions = '{r.positions}': choose last or all")
+    if r.dtype not in ("float16", "float32"):
+        raise ConfigError(f"record.dtype = '{r.dtype}': choose float16 or float32")
+    if any(n < 0 for n in r.neurons) or len(set(r.neurons)) != len(r.neurons):
+        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {list(r.neurons)[:8]}")
+    if c.every < 1 or c.keep < 2:
+        raise ConfigError(f"ckpt.every = {c.every} must be >= 1 and ckpt.keep = {c.keep} >= 2")

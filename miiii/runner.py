@@ -4,13 +4,25 @@
     run_dir/metrics.npz    step (T,), loss (T,), train_loss/train_acc/valid_loss/valid_acc (T, K), task_names (K,)
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
+    run_dir/acts/          recorded activations and parameters, one .npy per name (miiii/record.py)
+    run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state and their checksums (miiii/checkpoint.py)
+    run_dir/.lock          flock held by the one process writing the directory
+
+Order at a checkpoint (so SIGKILL at any moment leaves a resumable directory): activations and metrics up
+to step s reach the disk, then acts/index.json says so, then the orbax save of step s commits, then its
+checksum is written; `--resume` trusts only steps with a matching checksum.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
+import sys
+import threading
 import time
+import zipfile
 from pathlib import Path
 
 import jax
@@ -19,8 +31,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from miiii.analysis import GROK_THRESHOLD, grok_steps
+from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.model import count_params
+from miiii.record import ActsWriter, GiB, RunError, check_budget, describe, free_bytes, plan
 from miiii.tasks import Task, make_task
 from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, task_data
 
@@ -55,66 +69,308 @@ def write_json_atomic(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+__all__ = ["Interrupted", "RunError", "resume_run", "train_run"]
+
+
 def flatten_params(params) -> dict[str, np.ndarray]:
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     return {"/".join(str(getattr(k, "key", k)) for k in path): np.asarray(v) for path, v in flat}
 
 
-def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
-    """Train `cfg` and write its run directory; returns the summary."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) ended the run at a chunk boundary, after a checkpoint; the message says how to resume."""
+
+
+class _StopFlag:
+    """First SIGINT/SIGTERM: finish the chunk, checkpoint, stop. A second SIGINT stops at once (still resumable)."""
+
+    def __enter__(self):
+        self.requested = False
+        self.prev = {}
+        if threading.current_thread() is threading.main_thread():
+            self.prev = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handler(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt("stopped at once; resume from the last checkpoint with --resume")
+        self.requested = True
+        tqdm.write("stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once",
+                   file=sys.stderr)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.prev.items():
+            signal.signal(sig, handler)
+
+
+class RunLock:
+    """One writer per run directory: an exclusive `flock` on run_dir/.lock, released by the OS when the
+    holder exits or crashes, so a killed run never leaves the directory locked."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+
+    def __enter__(self):
+        self.f = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.seek(0)
+            pid = self.f.read().strip() or "?"
+            self.f.close()
+            raise ConfigError(f"{self.path.parent} is being written by another live process (pid {pid}); "
+                              "wait for it to finish or stop it (Ctrl-C), then --resume") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(str(os.getpid()))
+        self.f.flush()
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def read_config(run_dir: Path) -> RunConfig:
+    """config.json of a run directory, or a ConfigError that says what is wrong with it."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.json)")
+    try:
+        return RunConfig.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path} is damaged or was edited into something invalid ({e})") from None
+
+
+def read_metrics(run_dir: Path) -> dict:
+    path = Path(run_dir) / "metrics.npz"
+    if not path.is_file():
+        return {}
+    try:
+        with np.load(path) as z:
+            out = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}: {e})") from None
+    missing = [k for k in ("step", *METRIC_KEYS) if k not in out]
+    if missing or any(len(out[k]) != len(out["step"]) for k in METRIC_KEYS):
+        raise ConfigError(f"{path} is damaged (missing or ragged arrays: {missing or 'lengths differ'})")
+    return out
+
+
+def config_diff(a: RunConfig, b: RunConfig) -> list[str]:
+    da, db = a.to_dict(), b.to_dict()
+    return [f"{sec}.{k}: {da[sec].get(k)!r} -> {db[sec].get(k)!r}" for sec in da for k in da[sec]
+            if da[sec].get(k) != db[sec].get(k)]
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record_budget: int = 2 * GiB,
+              on_chunk=None) -> dict:
+    """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk."""
     run_dir = Path(run_dir)
     check_run_dir(run_dir)
     task = prepare(cfg)
-    trainer = make_trainer(cfg, task)
-    data = task_data(task)
+    trainer, rec = build(cfg, task)
+    check_budget(rec, run_dir, record_budget)
+    _say(describe(rec))
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run_dir / "config.json", cfg.to_dict())
+    with RunLock(run_dir):
+        write_json_atomic(run_dir / "config.json", cfg.to_dict())
+        session = Session(cfg, task, trainer, rec, run_dir, ActsWriter(run_dir / "acts", rec, create=True))
+        state = init_state(trainer, cfg.train.seed)
+        session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
+        return session.run(state, progress, on_chunk)
 
-    steps, k = cfg.train.steps, len(task.task_names)
-    hist = {key: np.full((steps,) if key == "loss" else (steps, k), np.nan, np.float32) for key in METRIC_KEYS}
-    state = trainer.init(cfg.train.seed)
-    n_params = count_params(state.params)
-    t_start = time.perf_counter()
-    compile_s = None
-    bar = tqdm(total=steps, disable=not progress, unit="step", dynamic_ncols=True, desc=f"{task.name}")
-    last_valid = np.full(k, np.nan)
-    done = 0
-    while done < steps:
-        n = min(cfg.train.chunk, steps - done)
-        t0 = time.perf_counter()
-        state, metrics = trainer.chunk(state, data, n)
-        metrics = jax.device_get(metrics)
-        if compile_s is None:
-            compile_s = time.perf_counter() - t0
+
+def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None) -> dict:
+    """Continue a run from its newest good checkpoint; metrics and activations are cut back to that step first.
+
+    Every check (config, lock, checkpoints, metrics, activation files) runs before anything is changed.
+    """
+    run_dir = Path(run_dir)
+    saved = read_config(run_dir)
+    if cfg is not None and cfg.to_dict() != saved.to_dict():
+        diff = config_diff(saved, cfg)
+        raise ConfigError(f"--resume: the config differs from {run_dir / 'config.json'} ({'; '.join(diff[:6])}); "
+                          "resume without --preset/--set/--steps/--seed, or start a new run")
+    cfg = saved
+    if not (run_dir / "ckpt.json").is_file() or not (run_dir / "ckpt").is_dir():
+        raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
+    try:
+        stored = json.loads((run_dir / "ckpt.json").read_text()).get("config")
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{run_dir / 'ckpt.json'} is damaged ({e})") from None
+    if stored is not None and stored != json.loads(cfg.to_json()):
+        raise ConfigError(f"{run_dir / 'config.json'} was edited after the run started (it differs from the "
+                          f"copy in {run_dir / 'ckpt.json'}); restore it or start a new run")
+    task = prepare(cfg)
+    trainer, rec = build(cfg, task)
+    with RunLock(run_dir):
+        metrics = read_metrics(run_dir)
+        ckpts = Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
+        template = jax.eval_shape(trainer.init, cfg.train.seed)
+        state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
+        for why in skipped:
+            _say(f"warning: {why}; falling back to an older checkpoint")
+        if state is None:
+            raise ConfigError(f"{run_dir}: no checkpoint can be resumed from ({'; '.join(skipped) or 'none saved'})")
+        s = int(state.step)
+        index = {}
+        if rec.arrays:
+            try:
+                index = json.loads((run_dir / "acts" / "index.json").read_text())
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"{run_dir / 'acts' / 'index.json'} is damaged or missing ({e})") from None
+            if index.get("complete_step", -1) < s:
+                raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
+                                  f"only, older than checkpoint {s}: the activation files are damaged")
+        writer = ActsWriter(run_dir / "acts", rec, create=False)
+        summary_path = run_dir / "summary.json"
+        if s == cfg.train.steps and summary_path.is_file() and not skipped:
+            writer.close()
+            ckpts.close()
+            _say(f"{run_dir} already finished ({s} steps); nothing to do")
+            return json.loads(summary_path.read_text())
+        _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
+        ckpts.delete_after(s)
+        summary_path.unlink(missing_ok=True)
+        session = Session(cfg, task, trainer, rec, run_dir, writer, ckpts)
         for key in METRIC_KEYS:
-            hist[key][done:done + n] = metrics[key]
-        if not np.isfinite(metrics["loss"]).all():
-            bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
-            bar.close()
-            raise FloatingPointError(f"loss became {metrics['loss'][bad - done]} at step {bad}; lower optim.lr")
-        evaluated = ~np.isnan(metrics["valid_acc"][:, 0])
-        if evaluated.any():
-            last_valid = metrics["valid_acc"][np.nonzero(evaluated)[0][-1]]
-        done += n
-        bar.update(n)
-        post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
-        if k > 1:
-            post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
-        bar.set_postfix(post)
-    bar.close()
-    wall = time.perf_counter() - t_start
+            session.hist[key][:s] = metrics[key][:s]
+        session.save_metrics(s)
+        writer.write_index(s, index.get("finished", False) and s == cfg.train.steps)
+        return session.run(state, progress, on_chunk, resumed_from=s)
 
-    step_axis = np.arange(steps)
-    save_npz_atomic(run_dir / "metrics.npz", step=step_axis, task_names=np.array(task.task_names), **hist)
-    save_npz_atomic(run_dir / "params.npz", **flatten_params(state.params))
-    summary = summarize(cfg, task, trainer, state.params, step_axis, hist)
-    summary.update(
-        n_params=n_params, wall_s=round(wall, 3), compile_s=round(compile_s or 0.0, 3),
-        steps_per_s=round(steps / max(wall - (compile_s or 0.0), 1e-9), 2) if steps > cfg.train.chunk else None,
-        device=str(jax.devices()[0].device_kind), backend=jax.default_backend(),
-    )
-    write_json_atomic(run_dir / "summary.json", summary)
-    return summary
+
+def init_state(trainer, seed: int):
+    """`trainer.init` compiled as one program (run eagerly it compiles dozens of small ops: seconds on a CPU)."""
+    return jax.jit(trainer.init, static_argnums=0)(seed)
+
+
+def build(cfg: RunConfig, task: Task):
+    """The trainer and the recording plan (checked against the model's real names and shapes)."""
+    probe = make_trainer(cfg, task)
+    params = jax.eval_shape(probe.init, cfg.train.seed).params
+    rec = plan(cfg, task, lambda p, x: probe.model.apply({"params": p}, x), params)
+    return make_trainer(cfg, task, record_groups=rec.record_groups()), rec
+
+
+class Session:
+    """The host loop of one process on one run directory: chunks, checkpoints, metrics and activations."""
+
+    def __init__(self, cfg, task, trainer, rec, run_dir, writer, ckpts=None):
+        self.cfg, self.task, self.trainer, self.rec = cfg, task, trainer, rec
+        self.run_dir, self.writer = run_dir, writer
+        self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
+        steps, k = cfg.train.steps, len(task.task_names)
+        self.hist = {key: np.full((steps,) if key == "loss" else (steps, k), np.nan, np.float32) for key in METRIC_KEYS}
+        self.last_ckpt = None
+
+    def save_metrics(self, n: int) -> None:
+        try:
+            save_npz_atomic(self.run_dir / "metrics.npz", step=np.arange(n), task_names=np.array(self.task.task_names),
+                            **{k: v[:n] for k, v in self.hist.items()})
+        except OSError as e:
+            raise _io_fault(self.run_dir / "metrics.npz", e) from None
+
+    def checkpoint(self, state, finished: bool) -> None:
+        """Activations and metrics up to the state's step reach the disk before the checkpoint that covers them."""
+        step = int(state.step)
+        if not all(np.isfinite(x).all() for x in jax.device_get(jax.tree.leaves(state.params))):
+            raise FloatingPointError(f"the parameters became non-finite by step {step}; the run stopped. The last "
+                                     f"good checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (start a "
+                                     "new run with a lower optim.lr)")
+        self.writer.flush()
+        self.save_metrics(step)
+        try:
+            self.writer.write_index(step, finished)
+        except OSError as e:
+            raise _io_fault(self.run_dir / "acts" / "index.json", e) from None
+        self.ckpts.save(state)
+        self.last_ckpt = step
+
+    def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
+        try:
+            return self._run(state, progress, on_chunk, resumed_from)
+        finally:
+            self.writer.close()
+            self.ckpts.close()
+
+    def _run(self, state, progress, on_chunk, resumed_from) -> dict:
+        cfg, task, trainer, hist = self.cfg, self.task, self.trainer, self.hist
+        steps, k, every = cfg.train.steps, len(task.task_names), cfg.ckpt.every
+        data = task_data(task) | ({"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {})
+        done = int(state.step)
+        self.last_ckpt = done if self.last_ckpt is None else self.last_ckpt
+        n_params = count_params(state.params)
+        t_start, compile_s, rec_s = time.perf_counter(), None, 0.0
+        bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
+        last_valid = np.full(k, np.nan)
+        with _StopFlag() as stop:
+            while done < steps:
+                n = min(cfg.train.chunk, steps - done)
+                t0 = time.perf_counter()
+                state, metrics = trainer.chunk(state, data, n, self.rec.counts(done, n) if self.rec.arrays else None)
+                metrics = jax.device_get(metrics)
+                if compile_s is None:
+                    compile_s = time.perf_counter() - t0
+                for key in METRIC_KEYS:
+                    hist[key][done:done + n] = metrics[key]
+                if not np.isfinite(metrics["loss"]).all():
+                    bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
+                    bar.close()
+                    self.save_metrics(done + n)  # the diverging steps too, for diagnosis
+                    raise FloatingPointError(
+                        f"loss became {metrics['loss'][bad - done]} at step {bad}; the run stopped. The last good "
+                        f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
+                        "same steps: start a new run with a lower optim.lr)")
+                t1 = time.perf_counter()
+                self.writer.submit(done, metrics.get("record", []))
+                rec_s += time.perf_counter() - t1
+                evaluated = ~np.isnan(metrics["valid_acc"][:, 0])
+                if evaluated.any():
+                    last_valid = metrics["valid_acc"][np.nonzero(evaluated)[0][-1]]
+                done += n
+                if done == steps and self.rec.arrays:  # the state after the last update, for groups due then
+                    self.writer.submit_final(done, metrics["record_end"])
+                if stop.requested or done == steps or done // every > (done - n) // every:
+                    self.checkpoint(state, finished=done == steps)
+                bar.update(n)
+                post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
+                if k > 1:
+                    post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
+                bar.set_postfix(post)
+                if on_chunk is not None:
+                    on_chunk(done)
+                if stop.requested and done < steps:
+                    bar.close()
+                    raise Interrupted(f"interrupted: checkpoint at step {done} of {steps} written to "
+                                      f"{self.run_dir}; continue with: python -m miiii train --resume {self.run_dir}")
+        bar.close()
+        wall = time.perf_counter() - t_start
+        step_axis = np.arange(steps)
+        try:
+            save_npz_atomic(self.run_dir / "params.npz", **flatten_params(state.params))
+        except OSError as e:
+            raise _io_fault(self.run_dir / "params.npz", e) from None
+        summary = summarize(cfg, task, trainer, state.params, step_axis, hist)
+        ran = steps - (resumed_from or 0)
+        summary.update(
+            n_params=n_params, wall_s=round(wall, 3), compile_s=round(compile_s or 0.0, 3),
+            steps_per_s=round(ran / max(wall - (compile_s or 0.0), 1e-9), 2) if ran > cfg.train.chunk else None,
+            device=str(jax.devices()[0].device_kind), backend=jax.default_backend(),
+            record_bytes=self.rec.nbytes, record_submit_s=round(rec_s, 3), resumed_from=resumed_from,
+        )
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        return summary
+
+
+def _io_fault(path: Path, e: OSError) -> RunError:
+    return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(path.parent):,} bytes free on that "
+                    "disk); the run stopped and can be resumed from its last checkpoint with --resume once fixed")
 
 
 def summarize(cfg, task: Task, trainer, params, step_axis, hist) -> dict:

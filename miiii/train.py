@@ -83,8 +83,17 @@ def task_data(task: Task) -> dict:
     )
 
 
-def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) -> Trainer:
-    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics."""
+def make_trainer(
+    cfg: RunConfig, task: Task, record_fn: Callable | None = None, record_groups: tuple = ()
+) -> Trainer:
+    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics.
+
+    `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
+    parameters *before* update t at every step t with `t % every == 0`; a chunk's `metrics["record"][g]`
+    is group g's dict stacked over its ceil(n_steps / every) recorded steps, `metrics["record_end"][g]`
+    group g's record of the parameters after the chunk's last update. Inputs it reads (probes) travel in
+    `data`, so nothing large is closed over.
+    """
     model = build_model(cfg.model, task)
     tx = make_optimizer(cfg.optim, cfg.train.steps)
     n_train = len(task.train.x)
@@ -142,15 +151,51 @@ def make_trainer(cfg: RunConfig, task: Task, record_fn: Callable | None = None) 
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), metrics
 
-    def chunk(state: TrainState, data: dict, n_steps: int):
-        """Metrics at index i describe the parameters *before* update state.step + i."""
+    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None):
+        """Metrics at index i describe the parameters *before* update state.step + i.
+
+        `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
+        (static; the default assumes the chunk starts at a multiple of every `every`).
+        """
         order = epoch_order(state.key, state.step // steps_per_epoch, n_train) if batch else jnp.zeros((0,), jnp.int32)
-        (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
-        return state, metrics
+        if not record_groups:
+            (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
+            return state, metrics
+        counts = counts or tuple(-(-n_steps // every) for every, _ in record_groups)
+        t0 = state.step
+
+        def record_into(bufs, st):
+            """Write each group's record of `st.params` into its buffer when its step is due (lax.cond)."""
+            t = st.step
+            out = []
+            for (every, fn), buf in zip(record_groups, bufs, strict=True):
+                row = (t - (-(-t0 // every)) * every) // every  # rows count from the chunk's first due step
+
+                def write(b, every=every, fn=fn, row=row):
+                    return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
+
+                out.append(jax.lax.cond(t % every == 0, write, lambda b: b, buf))
+            return tuple(out)
+
+        def body(carry, _):
+            st, order, bufs = carry
+            bufs = record_into(bufs, st)
+            (st, order), metrics = step((st, order), data)
+            return (st, order, bufs), metrics
+
+        bufs = tuple(
+            jax.tree.map(lambda a, c=count: jnp.zeros((c, *a.shape), a.dtype),
+                         jax.eval_shape(lambda p, d, fn=fn: fn(apply, p, d), state.params, data))
+            for (_, fn), count in zip(record_groups, counts, strict=True)
+        )
+        (state, _, bufs), metrics = jax.lax.scan(body, (state, order, bufs), None, length=n_steps)
+        # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
+        end = [fn(apply, state.params, data) for _, fn in record_groups]
+        return state, metrics | {"record": list(bufs), "record_end": end}
 
     return Trainer(
         init=init,
-        chunk=jax.jit(chunk, static_argnums=2, donate_argnums=0),
+        chunk=jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0),
         raw_chunk=chunk,
         evaluate=jax.jit(evaluate),
         apply=jax.jit(apply),

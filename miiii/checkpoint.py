@@ -1,0 +1,130 @@
+"""Checkpoints of the whole train state with orbax, each verified by our own checksum.
+
+    run_dir/ckpt/STEP/      orbax `CheckpointManager` steps (params, opt_state incl. the grokfast EMA,
+                            step, PRNG key data); a save killed half-way leaves a tmp folder orbax ignores
+    run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
+
+orbax verifies nothing (a flipped byte restores silently, see shared/API-NOTES.md), so a step counts as
+good only when it restores and its arrays hash to the checksum written after its save completed. The
+minibatch order and dropout are pure functions of (key, step), so this state is all a resume needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from miiii.record import RunError, free_bytes, write_json_atomic
+from miiii.train import TrainState
+
+logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO
+
+
+def to_host(state: TrainState) -> TrainState:
+    """Device state -> numpy pytree; the typed PRNG key becomes its uint32 key data (orbax saves arrays)."""
+    return jax.device_get(state._replace(key=jax.random.key_data(state.key)))
+
+
+def from_host(tree: TrainState) -> TrainState:
+    t = jax.tree.map(jax.numpy.asarray, tree)
+    return t._replace(key=jax.random.wrap_key_data(t.key))
+
+
+def checksum(host: TrainState) -> str:
+    """sha256 over every leaf's dtype, shape and bytes, in pytree order."""
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(host):
+        a = np.ascontiguousarray(np.asarray(leaf))
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class Checkpoints:
+    """Save every N steps and at the end, keep the newest `keep`, restore the newest good one."""
+
+    def __init__(self, run_dir: Path, keep: int, config: dict | None = None):
+        self.run_dir, self.config = Path(run_dir), config
+        self.dir = self.run_dir / "ckpt"
+        self.meta_path = self.run_dir / "ckpt.json"
+        self.mgr = ocp.CheckpointManager(
+            self.dir.absolute(),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False),
+        )
+
+    def meta(self) -> dict:
+        try:
+            return json.loads(self.meta_path.read_text()) if self.meta_path.is_file() else {"checksums": {}}
+        except (OSError, ValueError):
+            return {"checksums": {}}
+
+    def steps(self) -> list[int]:
+        return sorted(self.mgr.all_steps())
+
+    def save(self, state: TrainState) -> int:
+        """Save synchronously (the next chunk donates the state's buffers), then record its checksum."""
+        host = to_host(state)
+        step = int(host.step)
+        try:
+            self.mgr.save(step, args=ocp.args.StandardSave(host), force=True)
+            self.mgr.wait_until_finished()
+            meta = self.meta()
+            if self.config is not None:
+                meta["config"] = self.config  # a copy that tells an edited config.json apart
+            kept = {str(s) for s in self.mgr.all_steps()}
+            meta["checksums"] = {k: v for k, v in meta["checksums"].items() if k in kept} | {str(step): checksum(host)}
+            write_json_atomic(self.meta_path, meta)
+        except OSError as e:
+            raise RunError(f"writing checkpoint {self.dir / str(step)} failed: {e.strerror or e} "
+                           f"({free_bytes(self.dir):,} bytes free); the run can be resumed from an earlier "
+                           "checkpoint with --resume once fixed") from None
+        return step
+
+    def restore(self, step: int, template: TrainState) -> TrainState:
+        """Checkpoint `step` as saved (unverified); `template` may be abstract (jax.eval_shape of init)."""
+        return from_host(TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template)))))
+
+    @staticmethod
+    def _args(template: TrainState):
+        key = jax.eval_shape(jax.random.key_data, template.key)
+        return ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, template._replace(key=key)))
+
+    def restore_good(self, template: TrainState, at_most: int | None = None) -> tuple[TrainState | None, list[str]]:
+        """Newest step whose arrays restore and match their checksum; the reasons others were skipped."""
+        sums = self.meta().get("checksums", {})
+        skipped = []
+        for step in sorted(self.mgr.all_steps(), reverse=True):
+            if at_most is not None and step > at_most:
+                skipped.append(f"checkpoint {step} is newer than the recorded metrics")
+                continue
+            if str(step) not in sums:
+                skipped.append(f"checkpoint {step} has no checksum (its save did not finish)")
+                continue
+            try:
+                host = jax.device_get(self.mgr.restore(step, args=self._args(template)))
+            except Exception as e:  # noqa: BLE001 - orbax raises many kinds on damaged files
+                skipped.append(f"checkpoint {step} does not restore ({type(e).__name__}: {str(e)[:120]})")
+                continue
+            host = TrainState(*host)
+            if checksum(host) != sums[str(step)]:
+                skipped.append(f"checkpoint {step} is damaged (checksum mismatch)")
+                continue
+            return from_host(host), skipped
+        return None, skipped
+
+    def delete_after(self, step: int) -> None:
+        """Drop checkpoints newer than `step` (damaged ones, or beyond the data kept) before training on."""
+        for s in self.mgr.all_steps():
+            if s > step:
+                self.mgr.delete(s)
+        self.mgr.reload()
+
+    def close(self) -> None:
+        self.mgr.wait_until_finished()
+        self.mgr.close()

@@ -1,0 +1,475 @@
+"""Recording activations and parameters every k steps, streamed to `run_dir/acts/*.npy`.
+
+A `Recording` is planned from the config before any file is written: it checks every name, fixes the
+inputs (the p x p grid, a crop of it, the book's probes, or validation samples) and the shape of every
+array, and so knows the exact bytes on disk. Inside the scanned chunk, `record_groups()` computes the
+selection in eval mode (no dropout) on the parameters *before* update t, for every recorded step t.
+The host streams each chunk into preallocated `.npy` files (`numpy.lib.format.open_memmap`) from a
+writer thread, so host memory holds about one chunk and writing overlaps the next chunk's compute;
+`np.load(path, mmap_mode="r")` reads any step lazily.
+
+    acts/NAME.npy      (n_recorded, ...) one file per recorded name, axes in index.json
+    acts/inputs.npy    (n_inputs, n_ctx) int32 tokens of the recorded inputs
+    acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count}, steps, inputs,
+                       complete_step (records for every step < complete_step are on disk), finished
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import queue
+import re
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from miiii.config import ConfigError, RunConfig
+from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
+
+GiB = 1 << 30
+
+
+class RunError(RuntimeError):
+    """A run that stopped on a fault it cannot fix (disk full, write error); the directory stays resumable."""
+
+
+# Axes of each activation after the input axis, by TransformerLens name suffix; "pos" is the axis that
+# `record.positions = last` reduces. Names not listed keep all their axes (dim1, dim2, ...).
+_ACT_AXES = {
+    "hook_embed": ("pos", "d_model"),
+    "hook_resid_mid": ("pos", "d_model"),
+    "hook_resid_post": ("pos", "d_model"),
+    "mlp.hook_post": ("pos", "neuron"),
+    "attn.hook_pattern": ("head", "pos", "key_pos"),  # pos = query position
+}
+_PARAM_AXES = {
+    "W_E": ("d_vocab", "d_model"), "W_pos": ("n_ctx", "d_model"), "W_Q": ("head", "d_model", "d_head"),
+    "W_K": ("head", "d_model", "d_head"), "W_V": ("head", "d_model", "d_head"), "W_O": ("head", "d_head", "d_model"),
+    "W_in": ("d_model", "d_mlp"), "W_out": ("d_mlp", "d_model"), "b_in": ("d_mlp",), "b_out": ("d_model",),
+}
+
+
+def act_axes(name: str, ndim: int, readout: str) -> tuple[str, ...]:
+    """Axis names of activation `name` with `ndim` dims (input axis first, except hook_pos_embed)."""
+    if name == "hook_pos_embed":
+        return ("pos", "d_model")
+    if name == "logits":
+        return ("input", "slot" if readout == "last" else "pos", "class")
+    for suffix, axes in _ACT_AXES.items():
+        if name.endswith(suffix) and len(axes) == ndim - 1:
+            return ("input", *axes)
+    return ("input", *(f"dim{i}" for i in range(1, ndim)))
+
+
+def param_path(name: str) -> tuple[str, ...]:
+    """TransformerLens name -> key path in the params tree: blocks.0.attn.W_Q -> (blocks_0, attn, W_Q)."""
+    return tuple(re.sub(r"blocks\.(\d+)", r"blocks_\1", name).split("."))
+
+
+def param_names(params, prefix: tuple = ()) -> list[str]:
+    out = []
+    for k, v in params.items():
+        if isinstance(v, dict):
+            out += param_names(v, (*prefix, k))
+        else:
+            out.append(re.sub(r"blocks_(\d+)", r"blocks.\1", ".".join((*prefix, k))))
+    return out
+
+
+def npy_nbytes(shape: tuple[int, ...], dtype) -> int:
+    """Exact size of a `.npy` file as `open_memmap` writes it (format 1.0 header, 64-byte aligned)."""
+    buf = io.BytesIO()
+    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(buf, d)
+    return buf.tell() + math.prod(shape) * np.dtype(dtype).itemsize
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def grid_xy(p: int, k: int) -> np.ndarray:
+    """The k x k corner of the grid, row i = (x0, x1) = (i % k, i // k), tokens [x0, x1, p].
+
+    For k = p this is `tasks.grid_inputs(p)`: row i holds the number n = x0 + x1 p (the order
+    `analysis.to_grid` expects).
+    """
+    x1, x0 = np.divmod(np.arange(k * k), k)
+    return np.stack([x0, x1, np.full_like(x0, p)], axis=1).astype(np.int32)
+
+
+def probe_tokens(task: Task, text: str) -> np.ndarray:
+    """`123+456` (addition) or `12345` (reversal) -> the model input X (n_ctx tokens), answer included.
+
+    The probe's form decides its encoding; it must put its `+`/`=` where the task's sequences have them.
+    """
+    s = text.replace(" ", "")
+    try:
+        if "+" in s:
+            a, b = s.split("+")
+            if len(a) != len(b):
+                raise ValueError
+            seq = encode_addition(np.array([int(a)]), np.array([int(b)]), len(a))[0]
+        else:
+            seq = encode_reversal(digits(np.array([int(s)]), len(s)))[0]
+    except ValueError:
+        raise ConfigError(f"record.probes: cannot read '{text}' (write 123+456 or 12345)") from None
+    x = seq[:-1]
+    ref = task.train.x[0]
+    marks = np.isin(ref, [PLUS, EQUALS])
+    if len(x) != len(ref) or not np.array_equal(x[marks], ref[marks]) or np.isin(x[~marks], [PLUS, EQUALS]).any():
+        raise ConfigError(f"record.probes: '{text}' does not fit the {task.name} task (its inputs look like "
+                          f"'{decode(ref)}')")
+    return x.astype(np.int32)
+
+
+def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
+    """The recorded inputs (n, n_ctx) and their description for index.json."""
+    r = cfg.record
+    kind, _, arg = r.inputs.partition(":")
+    if kind == "grid":
+        if task.generative:
+            raise ConfigError(f"record.inputs = '{r.inputs}': the {task.name} task has no input grid; "
+                              "use probes or valid:N")
+        p = cfg.task.p
+        k = p if not arg else _int_arg(r.inputs, arg, 1, p)
+        return grid_xy(p, k), {"kind": "grid", "p": p, "size": k,
+                               "order": f"row i is (x0, x1) = (i % {k}, i // {k}); to_grid(a, {k}) -> [x0, x1]"}
+    if kind == "probes" and not arg:
+        if not r.probes:
+            raise ConfigError("record.inputs = probes needs record.probes, e.g. --set record.probes=123+456,999+001")
+        x = np.stack([probe_tokens(task, t) for t in r.probes])
+        return x, {"kind": "probes", "text": list(r.probes), "tokens": [decode(row) for row in x]}
+    if kind == "valid":
+        n = _int_arg(r.inputs, arg, 1, len(task.valid.x))
+        return task.valid.x[:n].astype(np.int32), {"kind": "valid", "count": n, "order": "first n validation samples"}
+    raise ConfigError(f"record.inputs = '{r.inputs}': choose grid, grid:K, probes or valid:N")
+
+
+def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
+    try:
+        v = int(arg)
+    except ValueError:
+        v = lo - 1
+    if not lo <= v <= hi:
+        raise ConfigError(f"record.inputs = '{text}': the number must lie in [{lo}, {hi}]")
+    return v
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Array:
+    name: str
+    kind: str  # act | param
+    every: int
+    count: int  # recorded steps: 0, every, ..., up to and including the last step
+    shape: tuple[int, ...]  # one record
+    axes: tuple[str, ...]  # one record
+    dtype: str
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.npy"
+
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        return (self.count, *self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return npy_nbytes(self.full_shape, self.dtype)
+
+
+@dataclass(frozen=True)
+class Recording:
+    arrays: dict[str, Array]
+    inputs: np.ndarray  # (n, n_ctx) int32
+    inputs_meta: dict
+    groups: tuple  # ((every, names, kind), ...)
+    steps: int  # train.steps
+    select: dict = field(default_factory=dict)  # act name -> (pos_axis | None, neuron_axis | None)
+    neurons: tuple[int, ...] = ()
+    dtype: str = "float16"
+
+    @property
+    def nbytes(self) -> int:
+        """Exact bytes of every file under acts/ but index.json."""
+        return sum(a.nbytes for a in self.arrays.values()) + npy_nbytes(self.inputs.shape, np.int32) * bool(self.arrays)
+
+    def bytes_per_step(self) -> float:
+        return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize / a.every for a in self.arrays.values())
+
+    def counts(self, start: int, n: int) -> tuple[int, ...]:
+        """Recorded steps of each group in the chunk [start, start + n) (a static argument of the chunk)."""
+        return tuple(len(range(-(-start // every) * every, start + n, every)) for every, _, _ in self.groups)
+
+    def record_groups(self) -> tuple:
+        """`(every, fn)` pairs for `make_trainer`; fn(apply, params, data) reads the inputs from data["record_x"]."""
+        out = []
+        dt = jnp.dtype(self.dtype)
+        neurons = np.asarray(self.neurons, np.int32)
+        for every, names, kind in self.groups:
+            if kind == "param":
+                def fn(apply, params, data, names=names):
+                    return {n: _get(params, param_path(n)).astype(dt) for n in names}
+            else:
+                def fn(apply, params, data, names=names):
+                    _, acts = apply(params, data["record_x"])
+                    out = {}
+                    for n in names:
+                        a = acts[n]
+                        pos, neu = self.select[n]
+                        if neu is not None and len(neurons):
+                            a = jnp.take(a, neurons, axis=neu)
+                        if pos is not None:
+                            a = jnp.take(a, a.shape[pos] - 1, axis=pos)
+                        out[n] = a.astype(dt)
+                    return out
+            out.append((every, fn))
+        return tuple(out)
+
+    def index(self, complete_step: int, finished: bool) -> dict:
+        first = next((g for g in self.groups if g[2] == "act"), self.groups[0] if self.groups else None)
+        steps = list(range(0, self.steps + 1, first[0])) if first else []
+        return {
+            "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
+                           "kind": a.kind, "every": a.every, "count": a.count} for n, a in self.arrays.items()},
+            "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
+            "inputs": {**self.inputs_meta, "file": "inputs.npy", "shape": list(self.inputs.shape)},
+            "positions": "last" if any(s[0] is not None for s in self.select.values()) else "all",
+            "neurons": list(self.neurons), "complete_step": int(complete_step), "finished": bool(finished),
+            "note": "row j of an array is step j * every; steps >= complete_step are not written yet unless finished",
+        }
+
+
+def _get(tree, path):
+    for k in path:
+        tree = tree[k]
+    return tree
+
+
+def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
+    """Check the recording spec against the model (`apply`, `params` abstract or real) and fix every shape."""
+    r = cfg.record
+    if not r.acts and not r.params:
+        return Recording({}, np.zeros((0, task.n_ctx), np.int32), {}, (), cfg.train.steps)
+    known_params = param_names(params)
+    bad = [n for n in r.params if n not in known_params]
+    if bad:
+        raise ConfigError(f"record.params: unknown parameter(s) {bad}; this model has: {', '.join(known_params)}")
+    x, meta = record_inputs(cfg, task) if r.acts else (np.zeros((1, task.n_ctx), np.int32), {})
+    _, acts = jax.eval_shape(apply, params, jax.ShapeDtypeStruct(x.shape, jnp.int32))
+    bad = [n for n in r.acts if n not in acts]
+    if bad:
+        raise ConfigError(f"record.acts: unknown activation(s) {bad}; this model has: {', '.join(sorted(acts))}")
+    dup = {n for n in (*r.acts, *r.params) if (*r.acts, *r.params).count(n) > 1}
+    if dup:
+        raise ConfigError(f"record: {sorted(dup)} named twice")
+    arrays, select = {}, {}
+    mlp = cfg.model.mlp_dim
+    if r.neurons and max(r.neurons) >= mlp:
+        raise ConfigError(f"record.neurons: index {max(r.neurons)} out of range; the MLP has {mlp} neurons "
+                          f"(0..{mlp - 1})")
+    for n in r.acts:
+        shape = tuple(acts[n].shape)
+        axes = list(act_axes(n, len(shape), cfg.model.readout))
+        neu = axes.index("neuron") if "neuron" in axes and r.neurons else None
+        if neu is not None:
+            shape = shape[:neu] + (len(r.neurons),) + shape[neu + 1:]
+        pos = axes.index("pos") if r.positions == "last" and "pos" in axes else None
+        if pos is not None:
+            shape, axes = shape[:pos] + shape[pos + 1:], axes[:pos] + axes[pos + 1:]
+        select[n] = (pos, neu)
+        arrays[n] = Array(n, "act", r.every, cfg.train.steps // r.every + 1, shape, tuple(axes), r.dtype)
+    for n in r.params:
+        leaf = _get(params, param_path(n))
+        last = n.rsplit(".", 1)[-1]
+        axes = _PARAM_AXES.get(last, ())
+        if len(axes) != len(leaf.shape):
+            axes = tuple(f"dim{i}" for i in range(len(leaf.shape)))
+        arrays[n] = Array(n, "param", r.params_every, cfg.train.steps // r.params_every + 1, tuple(leaf.shape),
+                          axes, r.dtype)
+    groups = tuple((e, names, kind) for e, names, kind in
+                   ((r.every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)
+    return Recording(arrays, x if r.acts else np.zeros((0, task.n_ctx), np.int32), meta, groups, cfg.train.steps,
+                     select, tuple(r.neurons), r.dtype)
+
+
+def free_bytes(path: Path) -> int:
+    p = Path(path).absolute()
+    while not p.exists():
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def check_budget(rec: Recording, run_dir: Path, budget: int) -> None:
+    """Refuse (ConfigError, nothing written) a recording over `budget` bytes or the free disk."""
+    free = free_bytes(run_dir)
+    if rec.nbytes <= budget and rec.nbytes < free:
+        return
+    limit = f"--record-budget {budget:,} bytes" if rec.nbytes > budget else f"the free disk ({free:,} bytes)"
+    biggest = sorted(rec.arrays.values(), key=lambda a: -a.nbytes)[:3]
+    raise ConfigError(
+        f"the recording needs {rec.nbytes:,} bytes ({rec.nbytes / GiB:.2f} GiB), more than {limit}; largest: "
+        + ", ".join(f"{a.name} {a.nbytes / GiB:.2f} GiB" for a in biggest)
+        + ". Shrink it with --set record.every=K / record.params_every=K (record less often), record.neurons=0:16, "
+        "record.inputs=grid:37 or valid:N, record.positions=last, record.acts=... / record.params=... (fewer names), "
+        "record.dtype=float16, or --steps; or raise --record-budget"
+    )
+
+
+def describe(rec: Recording) -> str:
+    if not rec.arrays:
+        return "recording: nothing (record.acts and record.params are empty)"
+    parts = [f"{a.name} {a.count}x{list(a.shape)}" for a in rec.arrays.values()]
+    return f"recording: {rec.nbytes:,} bytes ({rec.nbytes / GiB:.3f} GiB) in acts/: " + ", ".join(parts)
+
+
+# ---------------------------------------------------------------- the writer
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _write_rows(f, offset: int, rows: np.ndarray) -> None:
+    """The one place activation bytes go to disk (tests patch it to simulate a full disk).
+
+    Plain positioned writes into the preallocated file, not a memmap: written pages live in the OS
+    page cache, not in this process, so its memory stays flat however long the run.
+    """
+    f.seek(offset)
+    f.write(memoryview(np.ascontiguousarray(rows)).cast("B"))
+
+
+class ActsWriter:
+    """Preallocated `.npy` files under acts/, filled chunk by chunk from a thread (one chunk queued at most)."""
+
+    def __init__(self, acts_dir: Path, rec: Recording, create: bool):
+        self.dir, self.rec = Path(acts_dir), rec
+        self.files: dict[str, tuple] = {}  # name -> (file object, data offset, bytes per row)
+        self.error: BaseException | None = None
+        self._current = ""
+        if not rec.arrays:
+            return
+        try:
+            if create:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                np.save(self.dir / "inputs.npy", rec.inputs.astype(np.int32))
+            for name, a in rec.arrays.items():
+                path = self.dir / a.file
+                if create:
+                    mm = np.lib.format.open_memmap(path, mode="w+", dtype=a.dtype, shape=a.full_shape)
+                else:
+                    mm = open_npy(path)
+                    if mm.shape != a.full_shape or mm.dtype != np.dtype(a.dtype):
+                        raise ConfigError(f"{path} is damaged: shape {mm.shape} {mm.dtype}, the config needs "
+                                          f"{a.full_shape} {a.dtype}; the run cannot be resumed")
+                offset = mm.offset
+                del mm
+                row = math.prod(a.shape) * np.dtype(a.dtype).itemsize
+                self.files[name] = (open(path, "r+b"), offset, row)  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            self.close()
+            raise self._fault(Path(e.filename or self.dir), e) from None
+        except ConfigError:
+            self.close()
+            raise
+        if create:
+            self.write_index(0, False)
+        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.thread = threading.Thread(target=self._loop, name="acts-writer", daemon=True)
+        self.thread.start()
+
+    def _fault(self, path: Path, e: OSError) -> RunError:
+        return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(self.dir):,} bytes free on that disk); "
+                        "the run stopped and can be resumed from its last checkpoint with --resume once fixed")
+
+    def _loop(self) -> None:
+        while True:
+            item = self.q.get()
+            try:
+                if item is None:
+                    return
+                if self.error is None:
+                    self._write(*item)
+            except OSError as e:
+                self.error = self._fault(self.dir / self.rec.arrays[self._current].file, e)
+            except BaseException as e:  # noqa: BLE001 - reported on the main thread
+                self.error = e
+            finally:
+                self.q.task_done()
+
+    def _write(self, step: int, records: list[dict]) -> None:
+        """records[g][name]: (n_g, ...) rows of group g, the first for the first multiple of its every >= step."""
+        for (every, names, _), rec in zip(self.rec.groups, records, strict=True):
+            for name in names:
+                self._current = name
+                f, offset, row = self.files[name]
+                rows = np.asarray(rec[name], dtype=self.rec.arrays[name].dtype)
+                _write_rows(f, offset + (-(-step // every)) * row, rows)
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+    def submit(self, step: int, records: list[dict]) -> None:
+        """Queue rows for writing (returns at once unless one chunk is already waiting)."""
+        if not self.files:
+            return
+        self._raise()
+        self.q.put((step, records))
+
+    def submit_final(self, step: int, records: list[dict]) -> None:
+        """The record of the last step (taken after the last update), for groups whose every divides it."""
+        due = [{n: np.asarray(v)[None][: int(step % every == 0)] for n, v in rec.items()}
+               for (every, _, _), rec in zip(self.rec.groups, records, strict=True)]
+        self.submit(step, due)
+
+    def flush(self) -> None:
+        """Wait for queued rows, raise a write error if there was one, and hand the bytes to the OS."""
+        if not self.files:
+            return
+        self.q.join()
+        self._raise()
+        for name, (f, _, _) in self.files.items():
+            try:
+                f.flush()
+            except OSError as e:
+                raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
+
+    def write_index(self, complete_step: int, finished: bool) -> None:
+        if self.rec.arrays:
+            write_json_atomic(self.dir / "index.json", self.rec.index(complete_step, finished))
+
+    def close(self) -> None:
+        """Stop the thread and close the files (pending rows are written first; errors are dropped)."""
+        if hasattr(self, "thread") and self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join()
+        for f, _, _ in self.files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        self.files = {}
+
+
+def open_npy(path: Path) -> np.memmap:
+    """np.load(mmap_mode='r') that names the file when it is missing, truncated or not a .npy (ConfigError)."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as e:
+        raise ConfigError(f"{path} is damaged or missing ({type(e).__name__}: {e})") from None

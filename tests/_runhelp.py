@@ -1,0 +1,95 @@
+"""Shared by the recording/resume/hardening tests: small configs, one cached reference run, comparisons."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from miiii.config import apply_overrides, get_preset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One persistent compilation cache for this test session and the CLI processes it starts: a subprocess
+# then loads the programs the in-process runs compiled (the same executables, so bits cannot differ)
+# instead of spending ~10 s of a loaded 2-core machine compiling them again.
+CACHE = tempfile.mkdtemp(prefix="miiii-jax-cache-")
+atexit.register(shutil.rmtree, CACHE, True)
+jax.config.update("jax_compilation_cache_dir", CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+# miiii-tiny with minibatches, dropout and grokfast: resume must restore the EMA, the key and the data order.
+RESUME_ARGS = ["--preset", "miiii-tiny", "--steps", "160", "--set", "chunk=20", "--set", "ckpt.every=20",
+               "--set", "batch_size=64"]
+
+
+def resume_cfg():
+    return apply_overrides(get_preset("miiii-tiny"), ["steps=160", "chunk=20", "ckpt.every=20", "batch_size=64"])
+
+
+@functools.cache
+def reference_run() -> Path:
+    """The uninterrupted run every resume test compares with (trained once per test session)."""
+    from miiii.runner import train_run
+
+    d = Path(tempfile.mkdtemp(prefix="miiii-ref-"))
+    atexit.register(shutil.rmtree, d, True)
+    train_run(resume_cfg(), d / "run", progress=False)
+    return d / "run"
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """metrics.npz arrays and every acts/*.npy file bit for bit, and the final parameters."""
+    with np.load(a / "metrics.npz") as ma, np.load(b / "metrics.npz") as mb:
+        assert ma.files == mb.files
+        for k in ma.files:
+            assert ma[k].tobytes() == mb[k].tobytes(), f"metrics.npz[{k}] differs"
+    fa = sorted(p.name for p in (a / "acts").glob("*.npy"))
+    assert fa == sorted(p.name for p in (b / "acts").glob("*.npy")) and fa
+    for name in fa:
+        assert (a / "acts" / name).read_bytes() == (b / "acts" / name).read_bytes(), f"acts/{name} differs"
+    with np.load(a / "params.npz") as pa, np.load(b / "params.npz") as pb:
+        for k in pa.files:
+            assert pa[k].tobytes() == pb[k].tobytes(), f"params.npz[{k}] differs"
+
+
+def tree_digest(d: Path) -> dict[str, str]:
+    """Every file under d with its hash: 'nothing changed' means equal digests."""
+    if not d.exists():
+        return {}
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
+            if p.is_file()}
+
+
+def start_cli(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "JAX_COMPILATION_CACHE_DIR": CACHE,
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.5"}
+    return subprocess.Popen([sys.executable, "-m", "miiii", "train", "--no-progress", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_checkpoint(run_dir: Path, proc: subprocess.Popen, at_least: int, timeout: float = 120) -> int:
+    """Poll ckpt.json until a checkpoint >= at_least is recorded; returns the newest step seen."""
+    import json
+
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        assert proc.poll() is None, f"the run ended early: {proc.communicate()}"
+        try:
+            steps = [int(s) for s in json.loads((run_dir / "ckpt.json").read_text())["checksums"]]
+        except (OSError, ValueError, KeyError):
+            steps = []
+        if steps and max(steps) >= at_least:
+            return max(steps)
+        time.sleep(0.01)
+    raise AssertionError("no checkpoint appeared in time")
