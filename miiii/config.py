@@ -225,8 +225,8 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
     ),
     "miiii-tiny": (
         _set(_MIIII, task=dict(p=23, train_frac=0.7, valid_size=100), model=dict(d_model=64),
-             optim=dict(lr=3e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=2000, chunk=500)),
-        "x0 + x1*23 mod {2..19}, d 64, grokfast: q = 2 and 3 generalise within 2k steps (seconds)",
+             optim=dict(lr=1e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=3000, chunk=500)),
+        "x0 + x1*23 mod {2..19}, d 64, grokfast: q = 2 and 3 generalise within 3k steps (seconds)",
     ),
     "addition-tiny": (
         _set(_ADDITION, task=dict(n_digits=2, n_train=8000, n_valid=1000), optim=dict(weight_decay=0.1),
@@ -234,8 +234,8 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
         "2-digit addition, book model, 8k pairs, wd 0.1: a loss plateau for ~1.5k steps, then 100 %",
     ),
     "reversal-tiny": (
-        _set(_REVERSAL, task=dict(n_train=10_000, n_valid=2_000), train=dict(steps=600, eval_every=50, chunk=100)),
-        "5-digit reversal on 10k sequences, book model, 600 steps of batch 512",
+        _set(_REVERSAL, task=dict(n_train=10_000, n_valid=2_000), train=dict(steps=1000, eval_every=50, chunk=100)),
+        "5-digit reversal on 10k sequences, book model, 1k steps of batch 512",
     ),
     "nanda-cpu": (
         _set(_NANDA, task=dict(p=59), train=dict(steps=8000, chunk=500)),
@@ -262,21 +262,25 @@ _BOOK_ACTS = tuple(f"blocks.{i}.{a}" for i in range(2)
                    for a in ("attn.hook_pattern", "mlp.hook_post", "hook_resid_post"))
 _BOOK_REC = RecordConfig(acts=_BOOK_ACTS + ("logits",), params=("W_E", "W_pos"), inputs="probes", positions="all")
 _RECORDINGS = {
-    # 40k steps: W_E, W_pos every step (1.20 GB) + 64 neurons and attention over 12,769 inputs every 100 (0.78 GB)
-    "nanda": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(64)), every=100),
+    # 40k steps: W_E, W_pos every 10 steps (0.12 GB) + 48 neurons, attention and the logits (Nanda's
+    # restricted/excluded loss) over the 12,769 inputs every 100 (1.74 GB)
+    "nanda": RecordConfig(acts=_GRID_ACTS + ("logits",), params=("W_E", "W_pos"), neurons=tuple(range(48)),
+                          every=100, params_every=10),
     # 65,536 steps of d 256: W_E, W_pos every 4 steps (0.98 GB) + 128 neurons and attention every 256 (0.92 GB)
     "miiii": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(128)), every=256,
                           params_every=4),
     # the book's edge cases (123+456, 999+1, 0+0, ...), every layer, every position, every step
     "addition": replace(_BOOK_REC, probes=("123+456", "999+001", "000+000", "999+999", "500+500", "111+222")),
     "reversal": replace(_BOOK_REC, probes=("12345", "54321", "00000", "90817")),
-    "nanda-tiny": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(16)), every=10),
+    "nanda-tiny": RecordConfig(acts=_GRID_ACTS + ("logits",), params=("W_E", "W_pos"), neurons=tuple(range(16)),
+                               every=10),
     "miiii-tiny": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(32)), every=10),
-    "nanda-cpu": RecordConfig(acts=_GRID_ACTS, params=("W_E", "W_pos"), neurons=tuple(range(64)), every=100,
-                              params_every=5),
+    "nanda-cpu": RecordConfig(acts=_GRID_ACTS + ("logits",), params=("W_E", "W_pos"), neurons=tuple(range(64)),
+                              every=100, params_every=5),
 }
 _RECORDINGS |= {"miiii-masked": _RECORDINGS["miiii"], "miiii-basis": _RECORDINGS["miiii"],
-                "addition-tiny": _RECORDINGS["addition"], "reversal-tiny": _RECORDINGS["reversal"]}
+                "addition-tiny": replace(_BOOK_REC, probes=("12+34", "99+01", "00+00", "99+99", "50+50")),
+                "reversal-tiny": _RECORDINGS["reversal"]}
 for _name, _rec in _RECORDINGS.items():
     PRESETS[_name] = (replace(PRESETS[_name][0], record=_rec), PRESETS[_name][1])
 

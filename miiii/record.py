@@ -349,6 +349,8 @@ def _write_rows(f, offset: int, rows: np.ndarray) -> None:
     Plain positioned writes into the preallocated file, not a memmap: written pages live in the OS
     page cache, not in this process, so its memory stays flat however long the run.
     """
+    if rows.size == 0:  # a chunk with no step due for this group
+        return
     f.seek(offset)
     f.write(memoryview(np.ascontiguousarray(rows)).cast("B"))
 

@@ -26,7 +26,7 @@ def test_nanda_tiny_groks(tmp_path):
 
 def test_miiii_tiny_learns_small_primes_first(tmp_path):
     m, s = train("miiii-tiny", tmp_path)
-    acc = dict(zip(s["task_names"], s["final"]["test"]["task_acc"], strict=True))
+    acc = dict(zip(s["task_names"], s["final"]["valid"]["task_acc"], strict=True))  # 4 seeds: q=3 0.91-0.94
     assert acc["q=2"] >= 0.95 and acc["q=3"] >= 0.8
     large = np.mean([acc[f"q={q}"] for q in (11, 13, 17, 19)])
     assert large < acc["q=3"] - 0.3  # the large primes are memorised, not yet generalised

@@ -27,7 +27,8 @@ def test_train_writes_the_documented_run_directory(tmp_path):
     res = cli("train", "--preset", "miiii-tiny", "--run-dir", str(run), "--steps", "40", "--seed", "2",
               "--set", "chunk=20", "--no-progress")
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in run.iterdir()) == ["config.json", "metrics.npz", "params.npz", "summary.json"]
+    assert {"config.json", "metrics.npz", "params.npz", "summary.json", "acts", "ckpt", "ckpt.json"} <= {
+        p.name for p in run.iterdir()}
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["steps"] == 40 and cfg["train"]["seed"] == 2 and cfg["task"]["p"] == 23
     m = np.load(run / "metrics.npz")
@@ -72,6 +73,10 @@ BAD = [
     (["train", "--preset", "addition-tiny", "--set", "n_train=9990"], "split impossible"),
     (["train", "--preset", "reversal-tiny", "--set", "batch_size=20000"], "batch_size"),
     (["frobnicate"], "invalid choice"),
+    (["sweep", "--preset", "nanda-tiny", "--grid", "d_model=64,128"], "cannot be swept"),
+    (["sweep", "--preset", "nanda-tiny", "--grid", "lr=1e-3,fast"], "must be numbers"),
+    (["sweep", "--preset", "nanda-tiny", "--seeds", "0"], "at least 1"),
+    (["sweep", "--preset", "nanda", "--grid", "lamb=0,2"], "grokfast"),
 ]
 
 
