@@ -57,6 +57,7 @@ class ModelConfig:
     tie_head: bool = False  # unembedding = token embedding transposed (book)
     readout: str = "last"  # last: logits of the last position, one head per task (paper); all: every position (book)
     init: str = "he"  # he (paper: He-normal) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model))
+    n_ctx: int = 0  # rows of W_pos; 0 = the task's input length. Book: max_seq_len 13, one more than it feeds
 
     @property
     def d_head(self) -> int:
@@ -152,13 +153,14 @@ _BOOK_MODEL = ModelConfig(
 _BOOK_OPTIM = OptimConfig(lr=0.01, weight_decay=0.01, b2=0.999, warmup_steps=200, schedule="cosine", clip_norm=1.0)
 _ADDITION = RunConfig(
     task=TaskConfig(name="addition", n_digits=3),
-    model=_BOOK_MODEL,
+    model=replace(_BOOK_MODEL, n_ctx=13),  # the book's max_seq_len: 17,760 parameters
     optim=_BOOK_OPTIM,
     train=TrainConfig(steps=150 * 97, batch_size=512, eval_every=97, chunk=97),
 )
 _REVERSAL = replace(
     _ADDITION,
     task=TaskConfig(name="reversal", n_digits=5),
+    model=replace(_BOOK_MODEL, n_ctx=12),  # the book's rev_full_len
     train=TrainConfig(steps=80 * 97, batch_size=512, eval_every=97, chunk=97),
 )
 
@@ -320,6 +322,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     if m.init not in ("he", "torch", "nanda"):
         raise ConfigError(f"model.init = '{m.init}': choose he, torch or nanda")
     seq_task = t.name in ("addition", "reversal")
+    if seq_task and m.n_ctx:
+        fed = 3 * t.n_digits + 2 if t.name == "addition" else 2 * t.n_digits + 1
+        if m.n_ctx < fed:
+            raise ConfigError(f"model.n_ctx = {m.n_ctx} is shorter than the {fed} input tokens; set 0 or >= {fed}")
+    elif m.n_ctx:
+        raise ConfigError("model.n_ctx is a setting of the sequence tasks (addition, reversal); leave it 0")
     if seq_task != (m.readout == "all"):
         want = "all" if seq_task else "last"
         raise ConfigError(f"task {t.name} reads its answer from {want} position(s): set model.readout={want}")

@@ -88,6 +88,8 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> dic
     compile_s = None
     bar = tqdm(total=steps, disable=not progress, unit="step", dynamic_ncols=True, desc=f"{task.name}")
     last_valid = np.full(k, np.nan)
+    b = cfg.train.batch_size  # an epoch is len(train) // batch minibatches (trainer), one step at full batch
+    steps_per_epoch = max(len(task.train.x) // b, 1) if 0 < b < len(task.train.x) else 1
     done = 0
     while done < steps:
         n = min(cfg.train.chunk, steps - done)
@@ -107,7 +109,8 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> dic
             last_valid = metrics["valid_acc"][np.nonzero(evaluated)[0][-1]]
         done += n
         bar.update(n)
-        post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
+        post = {"epoch": done // steps_per_epoch, "loss": f"{metrics['loss'][-1]:.4f}",
+                "val_acc": f"{np.nanmean(last_valid):.3f}"}
         if k > 1:
             post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
         bar.set_postfix(post)
