@@ -42,7 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
+    ex = sub.add_parser("export-adder", help="write a trained addition run as a numpy-only AdderBoard module",
+                        description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
+                        "add(model, a, b) -> int, numpy only.")
+    ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
+    ex.add_argument("out", type=Path, help="the Python file to write")
     return ap
+
+
+def cmd_export_adder(args) -> int:
+    from miiii.export import export_adder
+
+    meta = export_adder(args.run_dir, args.out)
+    print(f"wrote {args.out}: {meta['name']}, {meta['params']:,} parameters")
+    return 0
 
 
 def cmd_presets(args) -> int:
@@ -99,7 +112,7 @@ def print_summary(summary: dict, run_dir: Path) -> None:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"train": cmd_train, "presets": cmd_presets}[args.command](args)
+        return {"train": cmd_train, "presets": cmd_presets, "export-adder": cmd_export_adder}[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -306,9 +306,11 @@ def validate(cfg: RunConfig) -> RunConfig:
         space = 10 ** (2 * t.n_digits) if t.name == "addition" else 10**t.n_digits
         if t.n_train < 1 or t.n_valid < 1:
             raise ConfigError("task.n_train and task.n_valid must be at least 1")
-        if t.n_train + t.n_valid > space:
+        held_out = 2 * t.n_valid if t.name == "addition" else t.n_valid  # a+b and b+a both stay out of training
+        if t.n_train + held_out > space:
             raise ConfigError(
-                f"split impossible: {t.n_train} + {t.n_valid} distinct sequences exceed the {space} that exist "
+                f"split impossible: {t.n_train} training + {held_out} held-out sequences exceed the {space} that "
+                "exist "
                 f"for n_digits = {t.n_digits}; lower task.n_train / task.n_valid"
             )
     if m.d_model < 1 or m.n_heads < 1 or m.d_model % m.n_heads:
