@@ -166,17 +166,26 @@ def decode(tokens) -> str:
     return "".join(TOKEN_TEXT[int(t)] for t in tokens)
 
 
-def _draw_distinct(rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set) -> np.ndarray:
-    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`."""
+def _draw_distinct(
+    rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set, mixed: bool = False
+) -> np.ndarray:
+    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
+
+    mixed: each operand first draws its digit count uniformly in 1..n_digits, then a value below 10**width
+    (a curriculum in the data: a short operand leaves its high columns 0, so a sum digit there depends on
+    one operand alone, which gives attention a gradient toward the right column).
+    """
     out, seen = [], set(exclude)
     hi = 10**n_digits
     while len(out) < count:
+        size = (2 * (count - len(out)) + 16, n)
         if n_digits <= 18:
-            rows = rng.integers(0, hi, size=(2 * (count - len(out)) + 16, n), dtype=np.int64)
+            top = 10 ** rng.integers(1, n_digits + 1, size=size, dtype=np.int64) if mixed else hi
+            rows = rng.integers(0, top, size=size, dtype=np.int64)
         else:  # beyond int64: draw digit by digit
-            rows = np.array(
-                [[int("".join(map(str, rng.integers(0, 10, n_digits)))) for _ in range(n)]
-                 for _ in range(2 * (count - len(out)) + 16)], dtype=object)
+            width = rng.integers(1, n_digits + 1, size=size) if mixed else np.full(size, n_digits)
+            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w)))) for w in r] for r in width],
+                            dtype=object)
         for r in rows:
             k = tuple(int(v) for v in r)
             if k not in seen:
@@ -201,7 +210,8 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
     held_out = {tuple(int(v) for v in r) for r in valid_ops}
     if cfg.name == "addition":  # a+b and b+a are different sequences but the same fact: keep both out
         held_out |= {k[::-1] for k in held_out}
-    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), n_ops, n, cfg.n_train, held_out)
+    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), n_ops, n, cfg.n_train, held_out,
+                               mixed=cfg.mixed_lengths)
     train_seq, valid_seq = encode(train_ops), encode(valid_ops)
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)
