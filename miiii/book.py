@@ -109,17 +109,21 @@ class Evaluator:
         n_ep = len(loss) // spe
         epoch_loss = loss[: n_ep * spe].reshape(n_ep, spe).mean(1)
         acc = np.asarray(self.run.metrics["valid_acc"], np.float64)[:, 0]
-        # Metrics at step t describe the parameters before update t: epoch e ends at step e * spe.
+        # Metrics at step t describe the parameters before update t: epoch e ends at step e * spe. Where
+        # evaluation does not fall on epoch ends, the latest evaluation before it stands in.
+        seen = np.nonzero(~np.isnan(acc))[0]
         ep = np.arange(1, n_ep + 1)
-        after = np.array([acc[e * spe] if e * spe < len(acc) else np.nan for e in ep])
+        last = [seen[seen <= e * spe] for e in ep]
+        after = np.array([acc[i[-1]] if len(i) and e * spe < len(acc) else np.nan
+                          for i, e in zip(last, ep, strict=True)])
+        if len(after) and np.isnan(after[-1]):  # the last epoch ends with the run: the summary's final value
+            after[-1] = self.run.summary.get("final", {}).get("valid", {}).get("task_acc", [np.nan])[0]
         return dict(epoch=ep, loss=epoch_loss, valid_acc=after)
 
     def report(self, curves: dict | None = None) -> dict:
         """Everything the book states about a run, measured: the numbers of book_results.md and book.json."""
         curves = curves or self.curves()
-        final_acc = self.run.summary.get("final", {}).get("valid", {}).get("task_acc", [np.nan])[0]
         acc = np.where(np.isnan(curves["valid_acc"]), -1, curves["valid_acc"])
-        acc[-1] = final_acc if np.isnan(curves["valid_acc"][-1]) else acc[-1]
         jump = {f"{t:g}": (int(curves["epoch"][np.argmax(acc >= t)]) if (acc >= t).any() else None)
                 for t in JUMP_THRESHOLDS}
         train_loss, train_tf = self.teacher_forced(self.task.train.x[:10_000], self.task.train.y[:10_000])
