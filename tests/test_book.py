@@ -191,14 +191,15 @@ def test_evaluator_refuses_other_tasks(tmp_path):
 
 
 def test_trained_book_adder_passes_the_books_checks():
-    """The committed 17,760-parameter adder (tests/data) through today's model code: 6/6 edge cases, ~100 %."""
+    """The committed 17,760-parameter adder (tests/data) through today's model code: 6/6 edge cases, ~100 %.
+
+    (test_export.py decodes 300 random pairs with it autoregressively.)
+    """
     from pathlib import Path
 
     ev = Evaluator(Path(__file__).parent / "data" / "book_adder")
     rows = ev.edge_cases()
     assert all(r["correct"] for r in rows), rows
     assert rows[1]["output"] == "0001<EOS>"  # 999 + 1, ones first
-    x, y = ev.task.valid.x[:1000], ev.task.valid.y[:1000]
-    assert ev.autoregressive(x, y).mean() >= 0.99
-    loss, acc = ev.teacher_forced(x, y)
+    loss, acc = ev.teacher_forced(ev.task.valid.x[:2000], ev.task.valid.y[:2000])
     assert acc >= 0.99 and abs(loss - loss_floor("addition", 3)) < 0.01  # at the floor: nothing left to learn
