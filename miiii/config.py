@@ -40,7 +40,7 @@ class TaskConfig:
     n_valid: int = 10_000  # addition/reversal: held-out sequences (book's test set: 10,000, seed 123)
     train_seed: int = 42  # addition/reversal: data seed of the training set (book)
     valid_seed: int = 123  # addition/reversal: data seed of the held-out set (book)
-    mixed_lengths: bool = False  # addition/reversal: training operands of 1..n_digits digits (held-out: n)
+    mixed_lengths: bool = False  # addition/reversal: training operands of 0..n_digits digits (held-out: n)
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
 
 
@@ -198,12 +198,12 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
         "5-digit reversal on 10k sequences, book model, 600 steps of batch 512",
     ),
     # AdderBoard (10-digit addition, >= 99 % on 10,000 random pairs): the book's model and recipe with 33
-    # positions, 200k training pairs whose operands have 1..10 digits (a data curriculum, tasks.py), a
+    # positions, 200k training pairs whose operands have 0..10 digits (a data curriculum, tasks.py), a
     # held-out set of uniform 10-digit pairs. CPU (2 cores): ~3-8 steps/s; GPU: minutes.
     "addition-10": (
         _set(_ADDITION, task=dict(n_digits=10, n_train=200_000, n_valid=10_000, mixed_lengths=True),
              model=dict(n_ctx=0), train=dict(steps=4000, eval_every=250, chunk=250)),
-        "AdderBoard: 10-digit addition, the book's model (18,432 params), operands of 1..10 digits in training",
+        "AdderBoard: 10-digit addition, the book's model (18,400 params), operands of 0..10 digits in training",
     ),
     "nanda-cpu": (
         _set(_NANDA, task=dict(p=59), train=dict(steps=8000, chunk=500)),

@@ -171,20 +171,22 @@ def _draw_distinct(
 ) -> np.ndarray:
     """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
 
-    mixed: each operand first draws its digit count uniformly in 1..n_digits, then a value below 10**width
-    (a curriculum in the data: a short operand leaves its high columns 0, so a sum digit there depends on
-    one operand alone, which gives attention a gradient toward the right column).
+    mixed: each operand first draws its digit count uniformly in 0..n_digits (0 digits: the operand is 0),
+    then a value below 10**width. A curriculum in the data: a sum digit is (a_j + b_j + carry) mod 10,
+    which tells nothing about a_j alone while b_j is uniform; where one operand is short (or 0) the
+    column depends on the other alone, and attention gets a gradient toward it. Without the 0-digit
+    operands the ones and tens columns (never short) stay unlearned at 10 digits.
     """
     out, seen = [], set(exclude)
     hi = 10**n_digits
     while len(out) < count:
         size = (2 * (count - len(out)) + 16, n)
         if n_digits <= 18:
-            top = 10 ** rng.integers(1, n_digits + 1, size=size, dtype=np.int64) if mixed else hi
+            top = 10 ** rng.integers(0, n_digits + 1, size=size, dtype=np.int64) if mixed else hi
             rows = rng.integers(0, top, size=size, dtype=np.int64)
         else:  # beyond int64: draw digit by digit
-            width = rng.integers(1, n_digits + 1, size=size) if mixed else np.full(size, n_digits)
-            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w)))) for w in r] for r in width],
+            width = rng.integers(0, n_digits + 1, size=size) if mixed else np.full(size, n_digits)
+            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) for w in r] for r in width],
                             dtype=object)
         for r in rows:
             k = tuple(int(v) for v in r)
