@@ -150,7 +150,7 @@ def print_report(r: dict) -> None:
     print(f"  held-out exact match: teacher-forced {r['valid_teacher_forced_acc']:.2%}, "
           f"autoregressive {r['valid_autoregressive_acc']:.2%} of {r['n_valid']:,}")
     print(f"  epoch of the jump: {r['jump_epoch']}")
-    print("  edge cases (autoregressive, ones-first):")
+    print("  edge cases (autoregressive; sums are written ones-first):")
     for c in r["edge_cases"]:
         print(f"    {c['case']:>25} | output '{c['output']}' | expected '{c['expected']}' | "
               f"{'CORRECT' if c['correct'] else 'WRONG'}")

@@ -171,23 +171,30 @@ def _draw_distinct(
 ) -> np.ndarray:
     """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
 
-    mixed: each operand first draws its digit count uniformly in 0..n_digits (0 digits: the operand is 0),
-    then a value below 10**width. A curriculum in the data: a sum digit is (a_j + b_j + carry) mod 10,
-    which tells nothing about a_j alone while b_j is uniform; where one operand is short (or 0) the
-    column depends on the other alone, and attention gets a gradient toward it. Without the 0-digit
-    operands the ones and tens columns (never short) stay unlearned at 10 digits.
+    mixed: half the operands are uniform n-digit numbers, the other half a random block of 0..n_digits
+    digits at a random place with zeros around it (0 digits: the operand is 0). A curriculum in the
+    data: a sum digit is (a_j + b_j + carry) mod 10, which tells nothing about a_j alone while b_j is
+    uniform; where b's column j is 0 it depends on a_j alone, and attention gets a gradient toward that
+    column. Blocks at the high end only (short numbers) left the ones and tens columns unlearned.
     """
     out, seen = [], set(exclude)
     hi = 10**n_digits
     while len(out) < count:
         size = (2 * (count - len(out)) + 16, n)
         if n_digits <= 18:
-            top = 10 ** rng.integers(0, n_digits + 1, size=size, dtype=np.int64) if mixed else hi
-            rows = rng.integers(0, top, size=size, dtype=np.int64)
+            if mixed:
+                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+                shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
+                rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
+            else:
+                rows = rng.integers(0, hi, size=size, dtype=np.int64)
         else:  # beyond int64: draw digit by digit
-            width = rng.integers(0, n_digits + 1, size=size) if mixed else np.full(size, n_digits)
-            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) for w in r] for r in width],
-                            dtype=object)
+            width = np.full(size, n_digits)
+            if mixed:
+                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+            shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
+            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
+                              zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
         for r in rows:
             k = tuple(int(v) for v in r)
             if k not in seen:

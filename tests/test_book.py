@@ -61,9 +61,9 @@ def test_mixed_lengths_only_in_training():
     cfg = apply_overrides(get_preset("addition"), ["n_digits=10", "model.n_ctx=0", "n_train=2000", "n_valid=500",
                                                    "mixed_lengths=true"])
     task = make_task(cfg.task)
-    lead_zeros = lambda x: np.argmax(x[:, :10] != 0, axis=1)  # noqa: E731
-    assert lead_zeros(task.train.x).mean() > 3  # operands of 1..10 digits: ~4.5 leading zeros on average
-    assert lead_zeros(task.valid.x).mean() < 0.5  # held-out operands are uniform 10-digit numbers
+    zeros = lambda x: (x[:, :10] == 0).mean(0)  # noqa: E731  share of 0 digits per column of a
+    assert zeros(task.train.x).min() > 0.2  # every column, the ones included, often 0 in training
+    assert zeros(task.valid.x).max() < 0.16  # held-out operands are uniform 10-digit numbers (0.1)
     base = make_task(apply_overrides(cfg, ["mixed_lengths=false"]).task)
     np.testing.assert_array_equal(task.valid.x, base.valid.x)  # the switch leaves the held-out set alone
 
