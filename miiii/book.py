@@ -138,8 +138,9 @@ class Evaluator:
             valid_loss=valid_loss, valid_teacher_forced_acc=valid_tf, train_teacher_forced_acc=train_tf,
             valid_autoregressive_acc=float(ar.mean()), n_valid=len(ar),
             jump_epoch=jump, edge_cases=self.edge_cases(),
-            plateau_loss=float(np.min(curves["loss"][: max(jump["0.5"] or 1, 2) - 1]))
-            if jump["0.5"] and jump["0.5"] > 2 else None,
+            plateau_loss=float(np.min(curves["loss"][: jump["0.5"] - 1])) if (jump["0.5"] or 0) > 2 else None,
+            # median held-out exact match from epoch 5 until the jump (the book's "sits near 0-1 %")
+            plateau_acc=float(np.median(acc[4: jump["0.5"] - 1])) if (jump["0.5"] or 0) > 6 else None,
         )
 
 
