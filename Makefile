@@ -6,14 +6,11 @@ STAMP   := $(VENV)/.installed
 PRESET  ?= nanda-cpu
 ARGS    ?=
 RUN     ?=
+TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-<<<<<<< HEAD
-        train-addition train-reversal train-tiny test lint presets clean \
-        figures paper paper-cpu
-=======
-        train-addition train-reversal train-tiny test lint presets bench clean
->>>>>>> main
+        train-addition train-reversal train-tiny test lint presets bench clean figures paper paper-cpu \
+        book book-smoke train-addition-10 export-adder
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -45,16 +42,31 @@ train-miiii-masked: $(STAMP)  ## miiii with q in {2,3,5,7} out of the loss
 train-miiii-basis: $(STAMP)  ## miiii with shuffled labels (baseline)
 	$(BIN)/python -m miiii train --preset miiii-basis $(ARGS)
 
-train-addition: $(STAMP)  ## the book's 3-digit adder (17,760 parameters)
-	$(BIN)/python -m miiii train --preset addition $(ARGS)
+train-addition: $(STAMP)  ## the book's 3-digit adder (17,760 params), then its edge cases; full batch: ARGS="--set train.batch_size=0"
+	$(BIN)/python -m miiii train --preset addition --run-dir $(or $(RUN),runs/addition-$(TIME)) $(ARGS)
+	$(BIN)/python -m miiii.book $(or $(RUN),runs/addition-$(TIME))
 
-train-reversal: $(STAMP)  ## the book's 5-digit reversal
-	$(BIN)/python -m miiii train --preset reversal $(ARGS)
+train-reversal: $(STAMP)  ## the book's 5-digit reversal, then its checks
+	$(BIN)/python -m miiii train --preset reversal --run-dir $(or $(RUN),runs/reversal-$(TIME)) $(ARGS)
+	$(BIN)/python -m miiii.book $(or $(RUN),runs/reversal-$(TIME))
+
+train-addition-10: $(STAMP)  ## a 10-digit adder (AdderBoard), exported to runs/…/adder10.py
+	$(BIN)/python -m miiii train --preset addition-10 --run-dir $(or $(RUN),runs/addition-10-$(TIME)) $(ARGS)
+	$(BIN)/python -m miiii.book $(or $(RUN),runs/addition-10-$(TIME))
+	$(BIN)/python -m miiii export-adder $(or $(RUN),runs/addition-10-$(TIME)) $(or $(RUN),runs/addition-10-$(TIME))/adder10.py
+
+export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a numpy-only AdderBoard module
+	$(BIN)/python -m miiii export-adder $(RUN) $(OUT)
+
+book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
+	$(BIN)/python experiments/book.py $(ARGS)
+
+book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results/book-smoke)
+	$(BIN)/python experiments/book.py --smoke $(ARGS)
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
-<<<<<<< HEAD
 figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
 	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
 	$(BIN)/python -m miiii figures $(RUN) --out $(or $(OUT),figures)
@@ -64,12 +76,11 @@ paper: $(STAMP)  ## the paper's five runs at full scale (GPU), all figures, resu
 
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 37, under 20 minutes on 2 cores): results/paper-cpu/
 	$(BIN)/python experiments/paper.py --smoke $(ARGS)
-=======
+
 TORCH ?= torch>=2.3
 bench: $(STAMP)  ## time miiii against the PyTorch references in ../shared/peers; writes bench.json
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python experiments/bench.py $(ARGS)
->>>>>>> main
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets

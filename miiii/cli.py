@@ -68,7 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Draw the paper's figures (SPEC.md section 4) from run directories, PNG and PDF.")
     fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
+    ex = sub.add_parser("export-adder", help="write a trained addition run as a numpy-only AdderBoard module",
+                        description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
+                        "add(model, a, b) -> int, numpy only.")
+    ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
+    ex.add_argument("out", type=Path, help="the Python file to write")
     return ap
+
+
+def cmd_export_adder(args) -> int:
+    from miiii.export import export_adder
+
+    meta = export_adder(args.run_dir, args.out)
+    print(f"wrote {args.out}: {meta['name']}, {meta['params']:,} parameters")
+    return 0
 
 
 def cmd_presets(args) -> int:
@@ -175,7 +188,8 @@ def cmd_figures(args) -> int:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures}
+        commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
+                    "export-adder": cmd_export_adder}
         return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

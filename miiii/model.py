@@ -168,7 +168,7 @@ class Transformer(nn.Module):
 
 def build_model(cfg: ModelConfig, task) -> Transformer:
     n_out = task.n_slots if cfg.readout == "last" else 1
-    return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=task.n_pos, n_out=n_out, d_out=task.d_out)
+    return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=cfg.n_ctx or task.n_ctx, n_out=n_out, d_out=task.d_out)
 
 
 def count_params(params) -> int:

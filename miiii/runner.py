@@ -309,6 +309,8 @@ class Session:
         t_start, compile_s, rec_s = time.perf_counter(), None, 0.0
         bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
         last_valid = np.full(k, np.nan)
+        b = cfg.train.batch_size  # an epoch is len(train) // batch minibatches (trainer), one step at full batch
+        steps_per_epoch = max(len(task.train.x) // b, 1) if 0 < b < len(task.train.x) else 1
         with _StopFlag() as stop:
             while done < steps:
                 n = min(cfg.train.chunk, steps - done)
@@ -340,6 +342,8 @@ class Session:
                     self.checkpoint(state, finished=done == steps)
                 bar.update(n)
                 post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
+                if steps_per_epoch > 1:
+                    post = {"epoch": done // steps_per_epoch} | post
                 if k > 1:
                     post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
                 bar.set_postfix(post)
@@ -385,6 +389,6 @@ def summarize(cfg, task: Task, trainer, params, step_axis, hist) -> dict:
     }
     if task.generative:
         prompt = task.valid.x[:, : task.answer_start + 1]
-        pred = greedy_decode(trainer, params, prompt, task.n_slots - task.answer_start)
+        pred = greedy_decode(trainer.apply, params, prompt, task.n_slots - task.answer_start)
         out["valid_autoregressive_acc"] = float((pred == task.valid.y[:, task.answer_start:]).all(1).mean())
     return out

@@ -46,7 +46,6 @@ class Task:
     group_loss: np.ndarray  # (K, S) float32
     task_names: tuple[str, ...]  # (K,) names of the metric columns
     answer_start: int = 0  # sequence tasks: first target index of the answer span
-    max_len: int = 0  # positions in the embedding table; sequence tasks: the whole sequence (book: 13)
 
     @property
     def generative(self) -> bool:
@@ -56,10 +55,6 @@ class Task:
     @property
     def n_ctx(self) -> int:
         return self.train.x.shape[1]
-
-    @property
-    def n_pos(self) -> int:
-        return max(self.max_len, self.n_ctx)
 
     @property
     def n_slots(self) -> int:
@@ -171,17 +166,35 @@ def decode(tokens) -> str:
     return "".join(TOKEN_TEXT[int(t)] for t in tokens)
 
 
-def _draw_distinct(rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set) -> np.ndarray:
-    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`."""
+def _draw_distinct(
+    rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set, mixed: bool = False
+) -> np.ndarray:
+    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
+
+    mixed: half the operands are uniform n-digit numbers, the other half a random block of 0..n_digits
+    digits at a random place with zeros around it (0 digits: the operand is 0). A curriculum in the
+    data: a sum digit is (a_j + b_j + carry) mod 10, which tells nothing about a_j alone while b_j is
+    uniform; where b's column j is 0 it depends on a_j alone, and attention gets a gradient toward that
+    column. Blocks at the high end only (short numbers) left the ones and tens columns unlearned.
+    """
     out, seen = [], set(exclude)
     hi = 10**n_digits
     while len(out) < count:
+        size = (2 * (count - len(out)) + 16, n)
         if n_digits <= 18:
-            rows = rng.integers(0, hi, size=(2 * (count - len(out)) + 16, n), dtype=np.int64)
+            if mixed:
+                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+                shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
+                rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
+            else:
+                rows = rng.integers(0, hi, size=size, dtype=np.int64)
         else:  # beyond int64: draw digit by digit
-            rows = np.array(
-                [[int("".join(map(str, rng.integers(0, 10, n_digits)))) for _ in range(n)]
-                 for _ in range(2 * (count - len(out)) + 16)], dtype=object)
+            width = np.full(size, n_digits)
+            if mixed:
+                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+            shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
+            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
+                              zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
         for r in rows:
             k = tuple(int(v) for v in r)
             if k not in seen:
@@ -206,7 +219,8 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
     held_out = {tuple(int(v) for v in r) for r in valid_ops}
     if cfg.name == "addition":  # a+b and b+a are different sequences but the same fact: keep both out
         held_out |= {k[::-1] for k in held_out}
-    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), n_ops, n, cfg.n_train, held_out)
+    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), n_ops, n, cfg.n_train, held_out,
+                               mixed=cfg.mixed_lengths)
     train_seq, valid_seq = encode(train_ops), encode(valid_ops)
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)
@@ -223,7 +237,6 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
         group_loss=np.full((1, s), 1.0 / s, np.float32),
         task_names=(cfg.name,),
         answer_start=answer_start,
-        max_len=train_seq.shape[1],
     )
 
 

@@ -216,21 +216,15 @@ def evaluate_split(trainer: Trainer, params, split, spec, batch: int = 8192) -> 
     return dict(loss=float(tot_loss), task_loss=np.asarray(tot_tl).tolist(), task_acc=np.asarray(tot_acc).tolist())
 
 
-def greedy_decode(trainer: Trainer, params, prompt: np.ndarray, n_new: int) -> np.ndarray:
-    """Autoregressive greedy decoding for sequence tasks: prompt (b, t0) -> (b, n_new) predicted tokens.
+def greedy_decode(apply: Callable, params, prompt: np.ndarray, n_new: int) -> np.ndarray:
+    """Autoregressive greedy decoding, the book's way: prompt (b, t0) -> (b, n_new) predicted tokens.
 
-    Each predicted token is fed back; the model sees a fixed-length padded window so one compiled
-    program serves every step (causal attention makes the padding invisible to earlier positions).
+    Each predicted token is appended and the grown sequence fed back, so a non-causal model never
+    sees placeholder tokens after the prompt (a padded window would be right for causal models only);
+    `apply(params, x) -> (logits, acts)`, one compile per length.
     """
-    b, t0 = prompt.shape
-    n_ctx = t0 + n_new - 1
-    seq = np.zeros((b, n_ctx), np.int32)
-    seq[:, :t0] = prompt
-    out = np.zeros((b, n_new), np.int32)
-    for i in range(n_new):
-        logits, _ = trainer.apply(params, jnp.asarray(seq))
-        tok = np.asarray(jnp.argmax(logits[:, t0 - 1 + i], -1))
-        out[:, i] = tok
-        if t0 + i < n_ctx:
-            seq[:, t0 + i] = tok
-    return out
+    seq = np.asarray(prompt, np.int32)
+    for _ in range(n_new):
+        logits, _ = apply(params, jnp.asarray(seq))
+        seq = np.concatenate([seq, np.asarray(jnp.argmax(logits[:, -1], -1), np.int32)[:, None]], axis=1)
+    return seq[:, prompt.shape[1]:]

@@ -1,0 +1,175 @@
+"""The book's evaluation of a sequence run (addition, reversal): what its chapters print and measure.
+
+Edge cases with the ones-first output and a verdict, autoregressive exact match decoded the book's way
+(the sequence grows by one predicted token per step, nothing padded after it), the epoch of the jump,
+and the final loss beside the loss floor. `python -m miiii.book RUN_DIR` prints it and writes
+`RUN_DIR/book.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from miiii.config import ConfigError
+from miiii.model import build_model, count_params
+from miiii.rundir import load_run
+from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
+from miiii.train import greedy_decode
+
+BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
+JUMP_THRESHOLDS = (0.5, 0.99)
+
+
+def edge_cases(n: int) -> tuple[tuple[int, int], ...]:
+    """The book's six cases for n = 3; for other n the same roles (cascading carry, maximum, no carry)."""
+    if n == 3:
+        return BOOK_EDGE_CASES
+    top, ones = 10**n - 1, (10**n - 1) // 9
+    return ((0, 0), (top, 1), (top, top), (5 * 10 ** (n - 1),) * 2, (ones, 2 * ones), (top, 0))
+
+
+def steps_per_epoch(cfg) -> int:
+    """Minibatches per epoch as the trainer draws them (full batches only); 1 at full batch."""
+    b, n = cfg.train.batch_size, cfg.task.n_train
+    return max(n // b, 1) if 0 < b < n else 1
+
+
+class Evaluator:
+    """A trained sequence model and its task, with the book's probes."""
+
+    def __init__(self, run_dir: str | Path):
+        run = load_run(run_dir)
+        if run.config.task.name not in ("addition", "reversal") or not run.params:
+            raise ConfigError(f"{run_dir} is not a finished addition or reversal run")
+        self.run, self.cfg = run, run.config
+        self.task = make_task(self.cfg.task)
+        self.model = build_model(self.cfg.model, self.task)
+        self.params = jax.tree.map(jnp.asarray, run.params)
+        self.apply = jax.jit(lambda p, x: self.model.apply({"params": p}, x))
+        self.n = self.cfg.task.n_digits
+        self.prompt_len = self.task.answer_start + 1  # tokens up to and including `=`
+
+    def autoregressive(self, x: np.ndarray, y: np.ndarray, batch: int = 5000) -> np.ndarray:
+        """(N,) bool: the whole answer span (digits and <EOS>) generated correctly."""
+        n_new = y.shape[1] - self.task.answer_start
+        ok = [
+            (greedy_decode(self.apply, self.params, x[i:i + batch, : self.prompt_len], n_new)
+             == y[i:i + batch, self.task.answer_start:]).all(1)
+            for i in range(0, len(x), batch)
+        ]
+        return np.concatenate(ok)
+
+    def teacher_forced(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        """(mean CE over all target positions, exact match of the answer span), eval mode."""
+        logits = np.asarray(self.apply(self.params, jnp.asarray(x))[0], np.float64)
+        m = logits.max(-1, keepdims=True)
+        logp = logits - m - np.log(np.exp(logits - m).sum(-1, keepdims=True))
+        ce = -np.take_along_axis(logp, y[..., None], -1)[..., 0]
+        exact = (logits.argmax(-1)[:, self.task.answer_start:] == y[:, self.task.answer_start:]).all(1)
+        return float(ce.mean()), float(exact.mean())
+
+    def edge_cases(self) -> list[dict]:
+        """The book's check: each case decoded autoregressively, ones-first output, verdict."""
+        if self.task.name == "addition":
+            cases = edge_cases(self.n)
+            a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
+            seq, names = encode_addition(a, b, self.n), [f"{x} + {y}" for x, y in cases]
+        else:  # the book's `1 2 3 4 5`, and all zeros / all nines
+            d = np.array([[(i + 1) % 10 for i in range(self.n)], [0] * self.n, [9] * self.n], np.int32)
+            seq, names = encode_reversal(d), [" ".join(map(str, r)) for r in d]
+        out = greedy_decode(self.apply, self.params, seq[:, : self.prompt_len], seq.shape[1] - self.prompt_len)
+        rows = []
+        for name, s, o in zip(names, seq, out, strict=True):
+            want = s[self.prompt_len:]
+            rows.append(dict(case=name, output=decode(o), expected=decode(want), correct=bool((o == want).all())))
+        return rows
+
+    def curves(self) -> dict:
+        """Per epoch: mean minibatch training loss (the book's 'Loss') and held-out exact match after it."""
+        spe = steps_per_epoch(self.cfg)
+        loss = np.asarray(self.run.metrics["loss"], np.float64)
+        n_ep = len(loss) // spe
+        epoch_loss = loss[: n_ep * spe].reshape(n_ep, spe).mean(1)
+        acc = np.asarray(self.run.metrics["valid_acc"], np.float64)[:, 0]
+        # Metrics at step t describe the parameters before update t: epoch e ends at step e * spe. Where
+        # evaluation does not fall on epoch ends, the latest evaluation before it stands in.
+        seen = np.nonzero(~np.isnan(acc))[0]
+        ep = np.arange(1, n_ep + 1)
+        last = [seen[seen <= e * spe] for e in ep]
+        after = np.array([acc[i[-1]] if len(i) and e * spe < len(acc) else np.nan
+                          for i, e in zip(last, ep, strict=True)])
+        if len(after) and np.isnan(after[-1]):  # the last epoch ends with the run: the summary's final value
+            after[-1] = self.run.summary.get("final", {}).get("valid", {}).get("task_acc", [np.nan])[0]
+        return dict(epoch=ep, loss=epoch_loss, valid_acc=after)
+
+    def report(self, curves: dict | None = None) -> dict:
+        """Everything the book states about a run, measured: the numbers of book_results.md and book.json."""
+        curves = curves or self.curves()
+        acc = np.where(np.isnan(curves["valid_acc"]), -1, curves["valid_acc"])
+        jump = {f"{t:g}": (int(curves["epoch"][np.argmax(acc >= t)]) if (acc >= t).any() else None)
+                for t in JUMP_THRESHOLDS}
+        train_loss, train_tf = self.teacher_forced(self.task.train.x[:10_000], self.task.train.y[:10_000])
+        valid_loss, valid_tf = self.teacher_forced(self.task.valid.x, self.task.valid.y)
+        ar = self.autoregressive(self.task.valid.x, self.task.valid.y)
+        return dict(
+            task=self.task.name, n_digits=self.n, params=count_params(self.params), epochs=len(curves["epoch"]),
+            steps=int(self.cfg.train.steps), wall_s=self.run.summary.get("wall_s"),
+            loss_floor=loss_floor(self.task.name, self.n),
+            final_epoch_loss=float(curves["loss"][-1]),  # mean minibatch loss of the last epoch (book)
+            final_train_loss=train_loss,  # eval mode, 10,000 training sequences
+            valid_loss=valid_loss, valid_teacher_forced_acc=valid_tf, train_teacher_forced_acc=train_tf,
+            valid_autoregressive_acc=float(ar.mean()), n_valid=len(ar),
+            jump_epoch=jump, edge_cases=self.edge_cases(),
+            plateau_loss=float(np.min(curves["loss"][: jump["0.5"] - 1])) if (jump["0.5"] or 0) > 2 else None,
+            # median held-out exact match from epoch 5 until the jump (the book's "sits near 0-1 %")
+            plateau_acc=float(np.median(acc[4: jump["0.5"] - 1])) if (jump["0.5"] or 0) > 6 else None,
+        )
+
+
+def print_report(r: dict) -> None:
+    print(f"{r['task']} (n = {r['n_digits']}), {r['params']:,} parameters, {r['epochs']} epochs")
+    print(f"  final loss {r['final_epoch_loss']:.4f} (last epoch's minibatches), {r['final_train_loss']:.4f} "
+          f"(eval mode, training data); loss floor {r['loss_floor']:.4f}")
+    print(f"  held-out exact match: teacher-forced {r['valid_teacher_forced_acc']:.2%}, "
+          f"autoregressive {r['valid_autoregressive_acc']:.2%} of {r['n_valid']:,}")
+    print(f"  epoch of the jump: {r['jump_epoch']}")
+    print("  edge cases (autoregressive; sums are written ones-first):")
+    for c in r["edge_cases"]:
+        print(f"    {c['case']:>25} | output '{c['output']}' | expected '{c['expected']}' | "
+              f"{'CORRECT' if c['correct'] else 'WRONG'}")
+
+
+def to_jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m miiii.book RUN_DIR", file=sys.stderr)
+        return 2
+    try:
+        r = Evaluator(argv[0]).report()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_report(r)
+    (Path(argv[0]) / "book.json").write_text(json.dumps(to_jsonable(r), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,107 @@
+"""export-adder: the numpy module is the trained model (same logits), adds correctly, and needs no jax."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from miiii.cli import main as cli_main
+from miiii.config import ConfigError, apply_overrides, get_preset, validate
+from miiii.export import export_adder
+from miiii.runner import flatten_params
+from miiii.tasks import make_task
+from miiii.train import make_trainer
+
+
+def load_module(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _untrained_run(path, overrides):
+    cfg = apply_overrides(get_preset("addition"), ["n_train=64", "n_valid=32", "steps=1"] + overrides)
+    task = make_task(validate(cfg).task)
+    trainer = make_trainer(cfg, task)
+    params = trainer.init(1).params
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(cfg.to_json())
+    np.savez(path / "params.npz", **flatten_params(params))
+    return task, trainer, params
+
+
+@pytest.mark.parametrize("overrides", [
+    [],  # the book's model
+    ["n_digits=4", "model.n_ctx=0", "model.n_layers=1", "model.n_heads=2", "model.layer_norm=false",
+     "model.tie_head=false", "model.mlp_bias=false", "model.pos_embed=false"],
+])
+def test_numpy_forward_equals_jax(tmp_path, overrides):
+    """The exported forward pass reproduces the Flax model's logits at every position."""
+    task, trainer, params = _untrained_run(tmp_path / "run", overrides)
+    meta = export_adder(tmp_path / "run", tmp_path / "adder.py")
+    mod = load_module(tmp_path / "adder.py")
+    model, metadata = mod.build_model()
+    assert metadata == meta and set(metadata) >= {"name", "author", "params", "architecture", "tricks"}
+    assert metadata["params"] == sum(int(np.size(v)) for v in flatten_params(params).values())
+    x = task.valid.x[:4]
+    want = np.asarray(trainer.apply(params, jnp.asarray(x))[0])
+    got = np.stack([mod.forward(model, row) for row in x])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_export_refuses_other_tasks(tmp_path, capsys):
+    run = tmp_path / "rev"
+    run.mkdir()
+    (run / "config.json").write_text(get_preset("reversal").to_json())
+    with pytest.raises(ConfigError, match="addition"):
+        export_adder(run, tmp_path / "x.py")
+    assert cli_main(["export-adder", str(run), str(tmp_path / "x.py")]) == 2
+    assert capsys.readouterr().err.startswith("error:")
+    assert not (tmp_path / "x.py").exists()
+
+
+DATA = Path(__file__).parent / "data" / "book_adder"  # config.json + params.npz of `make train-addition`
+
+
+@pytest.fixture(scope="module")
+def trained_adder(tmp_path_factory):
+    """The book's 3-digit adder (17,760 parameters, trained with the `addition` preset), exported.
+
+    Training one takes minutes to hours on a CPU (the grokking plateau), so its final parameters are
+    kept in tests/data; the export and the decoding are what this file tests.
+    """
+    path = tmp_path_factory.mktemp("adder") / "book_adder3.py"
+    meta = export_adder(DATA, path)
+    return path, meta
+
+
+def test_exported_adder_adds(trained_adder):
+    """`add` on random pairs agrees with Python's + (the trained model, decoded greedily in numpy)."""
+    path, meta = trained_adder
+    mod = load_module(path)
+    model, metadata = mod.build_model()
+    assert metadata["params"] == meta["params"] == 17_760
+    rng = np.random.default_rng(7)
+    pairs = [(int(a), int(b)) for a, b in rng.integers(0, 1000, (300, 2))]
+    pairs += [(123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222)]  # the book's edge cases
+    wrong = [(a, b, mod.add(model, a, b)) for a, b in pairs if mod.add(model, a, b) != a + b]
+    assert len(wrong) <= 1, wrong
+    with pytest.raises(ValueError):
+        mod.add(model, 1000, 1)  # outside the model's three digits
+
+
+def test_exported_module_needs_no_jax(trained_adder):
+    path, _ = trained_adder
+    code = ("import sys; sys.modules['jax'] = None; sys.modules['flax'] = None; sys.modules['miiii'] = None\n"
+            f"sys.path.insert(0, {str(path.parent)!r}); import {path.stem} as m\n"
+            "model, meta = m.build_model(); print(m.add(model, 12, 34), meta['params'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["46", "17760"]
