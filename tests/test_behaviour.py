@@ -37,6 +37,7 @@ def test_addition_tiny_jumps_to_exact_match(tmp_path):
     m, s = train("addition-tiny", tmp_path)
     valid = m["valid_acc"][:, 0]
     ev = ~np.isnan(valid)
+    # a sweep of 4 seeds (wd 0.1): every one jumps from ~1 % to >= 0.99 between steps 750 and 1750
     assert valid[ev][0] < 0.05 and s["final"]["valid"]["task_acc"][0] >= 0.95
     assert s["valid_autoregressive_acc"] >= 0.95
 
