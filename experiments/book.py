@@ -45,7 +45,7 @@ from miiii.runner import train_run  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
 
 ABLATIONS = {  # name: (config switches, what the book says breaks)
-    "no_pos_embed": (["model.pos_embed=false"], "cannot tell columns apart"),
+    "no_pos_embed": (["model.pos_embed=false", "record.params=W_E"], "cannot tell columns apart"),  # no W_pos
     "no_causal_mask": (["model.causal=false"], "train/test mismatch"),
     "one_layer": (["model.n_layers=1"], "weaker carry propagation"),
 }
