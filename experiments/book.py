@@ -47,7 +47,9 @@ from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E4
 ABLATIONS = {  # name: (config switches, what the book says breaks)
     "no_pos_embed": (["model.pos_embed=false", "record.params=W_E"], "cannot tell columns apart"),  # no W_pos
     "no_causal_mask": (["model.causal=false"], "train/test mismatch"),
-    "one_layer": (["model.n_layers=1"], "weaker carry propagation"),
+    "one_layer": (["model.n_layers=1",  # and a recording of the one block there is
+                   "record.acts=blocks.0.attn.hook_pattern,blocks.0.mlp.hook_post,blocks.0.hook_resid_post,logits"],
+                  "weaker carry propagation"),
 }
 
 
@@ -276,7 +278,8 @@ def results_md(rep: dict, align: dict, var: dict, smoke: bool, curves: dict) -> 
                      "- | - | - |")
     for name, (switches, why) in ABLATIONS.items():
         x = rep[name]
-        lines.append(f"| {name} | `{' '.join(switches)}` | {why} | {x['params']:,} | {x['epochs']} | "
+        shown = ' '.join(s for s in switches if not s.startswith('record.'))  # the model switch itself
+        lines.append(f"| {name} | `{shown}` | {why} | {x['params']:,} | {x['epochs']} | "
                      f"{x['final_epoch_loss']:.4f} | {pct(x['valid_teacher_forced_acc'])} | "
                      f"{pct(x['valid_autoregressive_acc'])} | {ok(x)} | {x['jump_epoch']['0.99']} |")
     lines += [
