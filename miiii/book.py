@@ -21,6 +21,7 @@ from miiii.model import build_model, count_params
 from miiii.rundir import load_run
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
 from miiii.train import greedy_decode
+from miiii.train import steps_per_epoch as train_steps_per_epoch
 
 BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
 JUMP_THRESHOLDS = (0.5, 0.99)
@@ -35,9 +36,8 @@ def edge_cases(n: int) -> tuple[tuple[int, int], ...]:
 
 
 def steps_per_epoch(cfg) -> int:
-    """Minibatches per epoch as the trainer draws them (full batches only); 1 at full batch."""
-    b, n = cfg.train.batch_size, cfg.task.n_train
-    return max(n // b, 1) if 0 < b < n else 1
+    """Minibatches per epoch of a sequence-task config, as the trainer draws them."""
+    return train_steps_per_epoch(cfg.train.batch_size, cfg.task.n_train)
 
 
 class Evaluator:

@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     fg = sub.add_parser("figures", help="draw every paper figure the given run directories support",
                         description="Draw the paper's figures (SPEC.md section 4) from run directories, PNG and PDF.")
-    fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                    help="one or more run directories (nanda, miiii, masked, basis runs compare side by side)")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
     ex = sub.add_parser("export-adder", help="write a trained addition run as a numpy-only AdderBoard module",
                         description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "

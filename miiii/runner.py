@@ -34,9 +34,9 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.model import count_params
-from miiii.record import ActsWriter, GiB, RunError, check_budget, describe, free_bytes, plan
+from miiii.record import ActsWriter, GiB, RunError, check_budget, describe, free_bytes, plan, write_json_atomic
 from miiii.tasks import Task, make_task
-from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, task_data
+from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, steps_per_epoch, task_data
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -60,12 +60,6 @@ def prepare(cfg: RunConfig) -> Task:
 def save_npz_atomic(path: Path, **arrays) -> None:
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
     os.replace(tmp, path)
 
 
@@ -310,7 +304,7 @@ class Session:
         bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
         last_valid = np.full(k, np.nan)
         b = cfg.train.batch_size  # an epoch is len(train) // batch minibatches (trainer), one step at full batch
-        steps_per_epoch = max(len(task.train.x) // b, 1) if 0 < b < len(task.train.x) else 1
+        per_epoch = steps_per_epoch(b, len(task.train.x))
         with _StopFlag() as stop:
             while done < steps:
                 n = min(cfg.train.chunk, steps - done)
@@ -342,8 +336,8 @@ class Session:
                     self.checkpoint(state, finished=done == steps)
                 bar.update(n)
                 post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
-                if steps_per_epoch > 1:
-                    post = {"epoch": done // steps_per_epoch} | post
+                if per_epoch > 1:
+                    post = {"epoch": done // per_epoch} | post
                 if k > 1:
                     post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
                 bar.set_postfix(post)

@@ -29,12 +29,12 @@ from tqdm.auto import tqdm
 from miiii.analysis import grok_steps
 from miiii.config import ConfigError, RunConfig, resolve_key, validate
 from miiii.optim import TRACEABLE
+from miiii.record import write_json_atomic
 from miiii.runner import (
     check_run_dir,
     flatten_params,
     prepare,
     save_npz_atomic,
-    write_json_atomic,
 )
 from miiii.train import METRIC_KEYS, make_trainer, task_data
 

@@ -50,6 +50,11 @@ def loss_and_metrics(logits, y, spec):
     return loss, task_loss, task_acc
 
 
+def steps_per_epoch(batch_size: int, n_train: int) -> int:
+    """Minibatches per epoch: n_train // batch full batches (the remainder waits for a later epoch); 1 at full batch."""
+    return max(n_train // batch_size, 1) if 0 < batch_size < n_train else 1
+
+
 def epoch_order(key, epoch, n_train: int):
     """The sample order of one epoch: a permutation drawn from (run key, epoch) alone."""
     return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
@@ -57,7 +62,7 @@ def epoch_order(key, epoch, n_train: int):
 
 def batch_indices(key, step, n_train: int, batch: int):
     """Minibatch of `step`: epochs of n_train // batch full batches, each epoch a fresh permutation."""
-    per_epoch = max(n_train // batch, 1)
+    per_epoch = steps_per_epoch(batch, n_train)
     order = epoch_order(key, step // per_epoch, n_train)
     return jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
 
@@ -98,7 +103,7 @@ def make_trainer(
     tx = make_optimizer(cfg.optim, cfg.train.steps)
     n_train = len(task.train.x)
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
-    steps_per_epoch = max(n_train // batch, 1) if batch else 1
+    per_epoch = steps_per_epoch(batch, n_train)
     eval_every = cfg.train.eval_every
 
     def apply(params, x, train=False, key=None, dropout=None):
@@ -119,9 +124,9 @@ def make_trainer(
         t = state.step
         if batch:  # minibatches without replacement; the order is redrawn at each epoch boundary
             order = jax.lax.cond(
-                t % steps_per_epoch == 0, lambda: epoch_order(state.key, t // steps_per_epoch, n_train), lambda: order
+                t % per_epoch == 0, lambda: epoch_order(state.key, t // per_epoch, n_train), lambda: order
             )  # the same indices as batch_indices(key, t, ...), without a permutation per step
-            idx = jax.lax.dynamic_slice(order, ((t % steps_per_epoch) * batch,), (batch,))
+            idx = jax.lax.dynamic_slice(order, ((t % per_epoch) * batch,), (batch,))
             x, y = data["train_x"][idx], data["train_y"][idx]
         else:
             x, y = data["train_x"], data["train_y"]
@@ -157,7 +162,7 @@ def make_trainer(
         `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
         (static; the default assumes the chunk starts at a multiple of every `every`).
         """
-        order = epoch_order(state.key, state.step // steps_per_epoch, n_train) if batch else jnp.zeros((0,), jnp.int32)
+        order = epoch_order(state.key, state.step // per_epoch, n_train) if batch else jnp.zeros((0,), jnp.int32)
         if not record_groups:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
             return state, metrics
