@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import apply_overrides, get_preset
-from miiii.runner import prepare
+from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +82,20 @@ def time_miiii(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
     jax.block_until_ready(m)
     dt = time.perf_counter() - t0
     return dict(cfg=cfg, task=task, steps_per_s=done / dt, compile_s=compile_s)
+
+
+def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
+    """steps/s of a real run (`train_run`: host loop, writer thread, metrics) with the preset's default recording.
+
+    The first chunk (compile) is not timed; `steps` should cover the recording's sparsest cadence.
+    """
+    cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", "ckpt.every=1000000000",
+                                               *sets])
+    ends = []
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = train_run(cfg, Path(tmp) / "run", progress=False, on_chunk=lambda _: ends.append(time.perf_counter()))
+    return dict(steps_per_s=steps / (ends[-1] - ends[0]), record_bytes=summary["record_bytes"],
+                record=cfg.record.every, params_every=cfg.record.params_every)
 
 
 def time_reference(script: Path, args: list[str], threads: int) -> float | None:
@@ -166,17 +181,17 @@ def main(argv=None) -> int:
     peak = matmul_peak()
     print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
 
+    # name, preset, overrides, reference script + args, flop fn, (steps, chunk) plain, (steps, chunk) recorded
     configs = [
-        # name, preset, overrides, reference script + args, flop fn, steps, chunk, eval samples per step
         ("nanda p113 d128", "nanda", ["p=113"], "torch_paper.py", ["--task", "nanda", "--steps", "10" if q else "30"],
-         paper_fwd_flops, 10 if q else 30, 10),
+         paper_fwd_flops, (20, 10) if q else (60, 20), (100, 50) if q else (200, 100)),
         ("miiii p113 d256", "miiii", [], "torch_paper.py", ["--task", "miiii", "--steps", "4" if q else "10"],
-         paper_fwd_flops, 4 if q else 10, 2),
+         paper_fwd_flops, (4, 2) if q else (12, 4), None if q else (256, 128)),
         ("book adder b512", "addition", ["eval_every=1000000"], "torch_adder.py", ["100" if q else "300"],
-         book_fwd_flops, 100 if q else 400, 100),
+         book_fwd_flops, (100, 100) if q else (400, 100), (100, 100) if q else (400, 100)),
     ]
     rows = []
-    for name, preset, sets, script, ref_args, flops_fn, steps, chunk in configs:
+    for name, preset, sets, script, ref_args, flops_fn, (steps, chunk), recorded in configs:
         r = time_miiii(preset, sets, steps, chunk)
         cfg, task = r["cfg"], r["task"]
         fwd = flops_fn(cfg, task)
@@ -184,15 +199,20 @@ def main(argv=None) -> int:
         n_eval = len(task.valid.x) if cfg.train.eval_every == 1 else 0
         step_flops = 3 * fwd * batch + fwd * n_eval  # forward + backward (2x) on the batch, validation forward
         ours = r["steps_per_s"]
+        rec = time_recorded(preset, sets, *recorded) if recorded else None
         ref = None if args.skip_reference else time_reference(args.peers / script, ref_args, threads)
         gflops = ours * step_flops / 1e9
         row = dict(config=name, miiii_steps_per_s=ours, reference_steps_per_s=ref,
                    ratio=(ours / ref) if ref else None, compile_s=r["compile_s"], gflop_per_step=step_flops / 1e9,
-                   achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval))
+                   achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval),
+                   recorded_steps_per_s=rec and rec["steps_per_s"],
+                   recording_overhead=rec and ours / rec["steps_per_s"] - 1, recording=rec)
         rows.append(row)
-        print(f"{name:<17} miiii {ours:8.2f} steps/s | reference {ref or float('nan'):8.2f} steps/s | "
-              f"ratio {row['ratio'] or float('nan'):5.2f}x | {gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | "
-              f"compile+1st chunk {r['compile_s']:.1f} s")
+        nan = float("nan")
+        print(f"{name:<17} miiii {ours:7.2f} steps/s | reference {ref or nan:7.2f} | ratio {row['ratio'] or nan:5.2f}x | "
+              f"{gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | compile+1st chunk {r['compile_s']:4.1f} s | "
+              f"with default recording {rec['steps_per_s'] if rec else nan:7.2f} steps/s "
+              f"({row['recording_overhead'] if rec else nan:+.1%})", flush=True)
 
     print("\nhost memory over a long run (nanda-tiny):")
     rss = rss_over_run(20 if q else 60)

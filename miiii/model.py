@@ -14,6 +14,7 @@ full computation, and that block's activations are those of the last position.
 from __future__ import annotations
 
 import math
+import re
 
 import flax.linen as nn
 import jax
@@ -57,25 +58,43 @@ class Attention(nn.Module):
     last_only: bool  # queries at the last position only
 
     @nn.compact
-    def __call__(self, h):  # h: (b, t, d)
+    def __call__(self, h, fold=None):  # h: (b, t, d)
+        """`fold = (tokens, W_E, W_pos)` when h is the bare embedding (block 0, no LayerNorm): Q, K, V are
+        then gathered from |vocab|-row tables W_E @ W and W_pos @ W instead of b*t-row matmuls (the same
+        sums, only associated differently)."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         H, d, e = c.n_heads, c.d_model, c.d_head
         W_Q = self.param("W_Q", init.matrix(d), (H, d, e))
         W_K = self.param("W_K", init.matrix(d), (H, d, e))
         W_V = self.param("W_V", init.matrix(d), (H, d, e))
         W_O = self.param("W_O", init.matrix(H * e), (H, e, d))
-        hq = h[:, -1:] if self.last_only else h
-        q = jnp.einsum("bqd,hde->bhqe", hq, W_Q)
-        k = jnp.einsum("bkd,hde->bhke", h, W_K)
-        v = jnp.einsum("bkd,hde->bhke", h, W_V)
-        scores = jnp.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(e)
+        b, t, _ = h.shape
+        tq = 1 if self.last_only else t
+        # 2-D matmuls on (rows, d) with weights reshaped to (d, H*e) (small): no activation transposes
+        flat = lambda w: w.transpose(1, 0, 2).reshape(d, H * e)  # noqa: E731
+
+        def project(W, last: bool):  # -> (b, positions, n)
+            if fold is None:
+                x = h[:, -1:] if last else h
+                return (x.reshape(-1, d) @ W).reshape(b, x.shape[1], -1)
+            tokens, W_E, W_pos = fold
+            pos = slice(t - 1, t) if last else slice(0, t)
+            return (W_E @ W)[tokens[:, pos]] + (W_pos[pos] @ W)[None]
+
+        if self.last_only:
+            q = project(flat(W_Q), last=True).reshape(b, tq, H, e)
+            kv = project(jnp.concatenate([flat(W_K), flat(W_V)], axis=1), last=False)
+            k, v = kv[..., : H * e].reshape(b, t, H, e), kv[..., H * e:].reshape(b, t, H, e)
+        else:
+            qkv = project(jnp.concatenate([flat(W_Q), flat(W_K), flat(W_V)], axis=1), last=False)
+            q, k, v = (qkv[..., i * H * e:(i + 1) * H * e].reshape(b, t, H, e) for i in range(3))
+        scores = jnp.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(e)
         if c.causal:
-            t = h.shape[1]
-            qpos = jnp.arange(t)[-q.shape[2]:, None]
+            qpos = jnp.arange(t)[-tq:, None]
             scores = jnp.where(qpos >= jnp.arange(t)[None, :], scores, -jnp.inf)
         pattern = jax.nn.softmax(scores, axis=-1)  # (b, H, q, k)
-        z = jnp.einsum("bhqk,bhke->bhqe", pattern, v)
-        out = jnp.einsum("bhqe,hed->bqd", z, W_O)  # heads summed == concat then W_O
+        z = jnp.einsum("bhqk,bkhe->bqhe", pattern, v)
+        out = (z.reshape(b * tq, H * e) @ W_O.reshape(H * e, d)).reshape(b, tq, d)  # heads summed
         return out, {"hook_pattern": pattern}
 
 
@@ -110,11 +129,11 @@ class Block(nn.Module):
     last_only: bool
 
     @nn.compact
-    def __call__(self, h, train: bool, rate):
+    def __call__(self, h, train: bool, rate, fold=None):
         c = self.cfg
         norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
-        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(norm("ln1")(h))
+        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(norm("ln1")(h), fold)
         h = h[:, -1:] if self.last_only else h
         h = drop(h + attn_out)
         mid = h
@@ -143,14 +162,16 @@ class Transformer(nn.Module):
         W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
         h = W_E[x]  # (b, t, d)
         acts = {"hook_embed": h}
+        pos = jnp.zeros((x.shape[1], c.d_model), W_E.dtype)
         if c.pos_embed:
-            W_pos = self.param("W_pos", init.embed(), (self.n_ctx, c.d_model))
-            h = h + W_pos[: x.shape[1]]
-            acts["hook_pos_embed"] = W_pos[: x.shape[1]]
+            pos = self.param("W_pos", init.embed(), (self.n_ctx, c.d_model))[: x.shape[1]]
+            h = h + pos
+            acts["hook_pos_embed"] = pos
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
             rate = c.dropout if dropout is None else dropout
-            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate)
+            fold = (x, W_E, pos) if i == 0 and not c.layer_norm else None  # block 0 reads the bare embedding
+            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
         if c.layer_norm:
             h = nn.LayerNorm(epsilon=1e-5, name="ln_final")(h)
@@ -161,7 +182,8 @@ class Transformer(nn.Module):
             logits = h @ W_U  # (b, t, d_out)
         else:
             W_U = self.param("W_U", init.matrix(c.d_model), (self.n_out, c.d_model, self.d_out))
-            logits = jnp.einsum("bd,sdc->bsc", h[:, -1], W_U)  # (b, S, d_out)
+            S, C = self.n_out, self.d_out  # one (d, S*C) matmul: the backward transposes h, not the logits
+            logits = (h[:, -1] @ W_U.transpose(1, 0, 2).reshape(c.d_model, S * C)).reshape(-1, S, C)
         acts["logits"] = logits
         return logits, acts
 
@@ -169,6 +191,12 @@ class Transformer(nn.Module):
 def build_model(cfg: ModelConfig, task) -> Transformer:
     n_out = task.n_slots if cfg.readout == "last" else 1
     return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=cfg.n_ctx or task.n_ctx, n_out=n_out, d_out=task.d_out)
+
+
+def param_names(params) -> list[str]:
+    """TransformerLens names of the parameter leaves (blocks_0/attn/W_Q -> blocks.0.attn.W_Q), in jax.tree.leaves order."""
+    paths = jax.tree_util.tree_flatten_with_path(params)[0]
+    return [re.sub(r"blocks_(\d+)", r"blocks.\1", ".".join(k.key for k in path)) for path, _ in paths]
 
 
 def count_params(params) -> int:

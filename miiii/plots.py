@@ -137,6 +137,27 @@ def fig_curves(run: Run, out: Path, kind: str = "acc") -> list[Path]:
     return save(fig, out, f"fig0{5 if kind == 'acc' else 6}_{'accuracy' if kind == 'acc' else 'loss'}_{label(run)}")
 
 
+def fig_grad_norms(run: Run, out: Path, max_cols: int = 400) -> list[Path]:
+    """Fig. 17: L2 norm of the raw gradient of each weight matrix over training, each row normalised to its
+    maximum (log-spaced steps, at most `max_cols` of them). Runs from before grad_norm was recorded: none."""
+    m = run.metrics
+    if "grad_norm" not in m or "grad_names" not in m:
+        return []
+    norms, names = np.asarray(m["grad_norm"], np.float64), [str(s) for s in m["grad_names"]]
+    idx = sample_steps(len(norms), max_cols, log=True)
+    rows = norms[idx].T / np.maximum(norms.max(0), 1e-30)[:, None]  # (matrices, steps), each row's max -> 1
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(names) + 1.2))
+    mesh = ax.pcolormesh(m["step"][idx] + 1, np.arange(len(names)), rows, shading="nearest", cmap="viridis",
+                         vmin=0, vmax=1)
+    ax.set_yticks(np.arange(len(names)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("step + 1 (log scale)")
+    ax.set_title(f"{label(run)}: gradient L2 norm per weight matrix (each row / its maximum)")
+    fig.colorbar(mesh, ax=ax, label="‖∇W‖ / max", fraction=0.04, pad=0.02)
+    return save(fig, out, f"fig17_grad_norms_{label(run)}")
+
+
 # ---------------------------------------------------------------- embeddings (figures 7-13)
 
 
@@ -412,7 +433,7 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
     grid_runs = [r for r in runs if is_grid(r)]
     with_acts = []
     for run in runs:
-        paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss")
+        paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)
         if not is_grid(run):
             continue
         acts = grid_acts(run)

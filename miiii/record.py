@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
+from miiii.model import param_names
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
 
 GiB = 1 << 30
@@ -72,16 +73,6 @@ def act_axes(name: str, ndim: int, readout: str) -> tuple[str, ...]:
 def param_path(name: str) -> tuple[str, ...]:
     """TransformerLens name -> key path in the params tree: blocks.0.attn.W_Q -> (blocks_0, attn, W_Q)."""
     return tuple(re.sub(r"blocks\.(\d+)", r"blocks_\1", name).split("."))
-
-
-def param_names(params, prefix: tuple = ()) -> list[str]:
-    out = []
-    for k, v in params.items():
-        if isinstance(v, dict):
-            out += param_names(v, (*prefix, k))
-        else:
-            out.append(re.sub(r"blocks_(\d+)", r"blocks.\1", ".".join((*prefix, k))))
-    return out
 
 
 def npy_nbytes(shape: tuple[int, ...], dtype) -> int:

@@ -260,13 +260,13 @@ class Session:
         self.run_dir, self.writer = run_dir, writer
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
         steps, k = cfg.train.steps, len(task.task_names)
-        self.hist = {key: np.full((steps,) if key == "loss" else (steps, k), np.nan, np.float32) for key in METRIC_KEYS}
+        self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
         self.last_ckpt = None
 
     def save_metrics(self, n: int) -> None:
         try:
             save_npz_atomic(self.run_dir / "metrics.npz", step=np.arange(n), task_names=np.array(self.task.task_names),
-                            **{k: v[:n] for k, v in self.hist.items()})
+                            grad_names=np.array(self.trainer.grad_names), **{k: v[:n] for k, v in self.hist.items()})
         except OSError as e:
             raise _io_fault(self.run_dir / "metrics.npz", e) from None
 

@@ -121,7 +121,7 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     out_dir.mkdir(parents=True)
     steps, k = cfg.train.steps, len(task.task_names)
-    hist = {key: np.full((len(padded), steps) + (() if key == "loss" else (k,)), np.nan, np.float32)
+    hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
             for key in METRIC_KEYS}
     t0 = time.perf_counter()
     done = 0
@@ -138,19 +138,25 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     step_axis = np.arange(steps)
     rows = []
+
+    def last_evaluated(acc):  # (steps, K) with NaN rows between evaluations -> the newest evaluated row
+        seen = ~np.isnan(acc).any(-1)
+        return acc[seen][-1] if seen.any() else np.full(acc.shape[-1], np.nan)
+
     for mem in members:
         run = out_dir / f"member_{mem.index:03d}"
         run.mkdir()
         write_json_atomic(run / "config.json", mem.config.to_dict())
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
-        save_npz_atomic(run / "metrics.npz", step=step_axis, task_names=np.array(task.task_names), **mh)
+        save_npz_atomic(run / "metrics.npz", step=step_axis, task_names=np.array(task.task_names),
+                        grad_names=np.array(trainer.grad_names), **mh)
         save_npz_atomic(run / "params.npz", **flatten_params(jax.tree.map(lambda a, i=mem.index: a[i],
                                                                           states.params)))
         per_task = grok_steps(step_axis, mh["valid_acc"])
         grok_all = None if None in per_task else max(per_task)
         summary = dict(task=task.name, task_names=list(task.task_names), steps=steps, seed=mem.seed,
                        values=mem.values, grok_step=dict(zip(task.task_names, per_task, strict=True)),
-                       grok_step_all=grok_all, final_valid_acc=np.nan_to_num(mh["valid_acc"][-1]).tolist())
+                       grok_step_all=grok_all, final_valid_acc=last_evaluated(mh["valid_acc"]).tolist())
         write_json_atomic(run / "summary.json", summary)
         rows.append(summary | {"member": mem.index})
 

@@ -17,11 +17,11 @@ import numpy as np
 import optax
 
 from miiii.config import RunConfig
-from miiii.model import build_model
+from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
 from miiii.tasks import Task
 
-METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc")
+METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")
 
 
 class TrainState(NamedTuple):
@@ -38,14 +38,20 @@ def loss_and_metrics(logits, y, spec):
     then weighted into the training loss and grouped into per-task metrics (see tasks.py).
     """
     logits = logits.astype(jnp.float32)  # the loss is float32 whatever the compute dtype
-    valid_class = jnp.arange(logits.shape[-1])[None, :] < spec["n_classes"][:, None]  # (S, C)
-    logits = jnp.where(valid_class, logits, -1e9)
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    ce = -jnp.take_along_axis(logp, y[..., None], axis=-1)[..., 0]  # (b, S)
+    classes = jnp.arange(logits.shape[-1])
+    logits = jnp.where(classes[None, :] < spec["n_classes"][:, None], logits, -1e9)  # (b, S, C)
+    # log-softmax by hand, with one-hot masks instead of gathers and argmax: each is one fused pass
+    # over the logits, and the backward pass has no scatter
+    shifted = logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True))  # max logit -> 0
+    target = classes == y[..., None]
+    shifted_y = jnp.where(target, shifted, 0.0).sum(-1)  # (b, S)
+    ce = jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y
     ce_slot = ce.mean(0)  # (S,)
     loss = ce_slot @ spec["loss_weight"]
     task_loss = spec["group_loss"] @ ce_slot  # (K,)
-    wrong = (jnp.argmax(logits, -1) != y).astype(jnp.float32)  # (b, S)
+    # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it
+    tie_before = ((shifted == 0) & (classes < y[..., None])).any(-1)
+    wrong = ((shifted_y < 0) | tie_before).astype(jnp.float32)  # (b, S)
     task_acc = ((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).mean(0)  # (K,)
     return loss, task_loss, task_acc
 
@@ -77,6 +83,11 @@ class Trainer(NamedTuple):
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
     tx: optax.GradientTransformation
+    grad_names: tuple  # parameter names, in the order of metrics["grad_norm"]
+
+    def metric_shape(self, key: str, n_tasks: int) -> tuple:
+        """Per-step shape of metrics[key]: () for the loss, (n params,) for grad_norm, (n tasks,) otherwise."""
+        return () if key == "loss" else (len(self.grad_names),) if key == "grad_norm" else (n_tasks,)
 
 
 def task_data(task: Task) -> dict:
@@ -148,7 +159,8 @@ def make_trainer(
             lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)),
         )
         metrics = dict(
-            loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc
+            loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc,
+            grad_norm=jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(grads)]),  # raw, per matrix
         )
         if record_fn is not None:
             metrics["record"] = record_fn(apply, state.params)
@@ -206,6 +218,7 @@ def make_trainer(
         apply=jax.jit(apply),
         model=model,
         tx=tx,
+        grad_names=tuple(param_names(jax.eval_shape(init, 0).params)),
     )
 
 

@@ -50,7 +50,8 @@ def test_figures_command_writes_every_expected_file(drawn):
              "fig18_attention"]
     for run in ("nanda", "miiii"):
         stems += [f"fig04_neuron_{run}", f"fig05_accuracy_{run}", f"fig06_loss_{run}",
-                  f"fig09_singular_vectors_{run}", f"fig11_embed_fft_{run}", f"fig14_neurons_{run}"]
+                  f"fig09_singular_vectors_{run}", f"fig11_embed_fft_{run}", f"fig14_neurons_{run}",
+                  f"fig17_grad_norms_{run}"]
     # both presets record neurons over the grid (fig. 16); Nanda's progress measures exist for nanda only
     stems += ["fig16_frequency_dominance_nanda", "fig16_frequency_dominance_miiii", "fig_progress_nanda"]
     for stem in stems:

@@ -50,21 +50,22 @@ def test_paper_model_shapes():
     np.testing.assert_allclose(acts["blocks.0.attn.hook_pattern"].sum(-1), 1.0, rtol=1e-5)
 
 
-def numpy_paper_forward(params, x):
-    """The paper's model written out in numpy at every position (no last-position shortcut)."""
-    p = jax.tree.map(np.asarray, params)
+def numpy_paper_forward(params, x, xp=np):
+    """The paper's model written out in numpy (or jax.numpy, xp=jnp) at every position: no last-position
+    shortcut, no projection tables, the textbook order of operations."""
+    p = jax.tree.map(xp.asarray, params)
     a, m = p["blocks_0"]["attn"], p["blocks_0"]["mlp"]
     h = p["W_E"][x] + p["W_pos"][None]  # (b, t, d)
-    q = np.einsum("btd,hde->bhte", h, a["W_Q"])
-    k = np.einsum("btd,hde->bhte", h, a["W_K"])
-    v = np.einsum("btd,hde->bhte", h, a["W_V"])
+    q = xp.einsum("btd,hde->bhte", h, a["W_Q"])
+    k = xp.einsum("btd,hde->bhte", h, a["W_K"])
+    v = xp.einsum("btd,hde->bhte", h, a["W_V"])
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
-    s = np.exp(s - s.max(-1, keepdims=True))
+    s = xp.exp(s - s.max(-1, keepdims=True))
     att = s / s.sum(-1, keepdims=True)
-    h = h + np.einsum("bhte,hed->btd", att @ v, a["W_O"])
+    h = h + xp.einsum("bhte,hed->btd", att @ v, a["W_O"])
     pre = h @ m["W_in"] + m.get("b_in", 0)
-    h = h + np.maximum(pre, 0) @ m["W_out"] + m.get("b_out", 0)
-    return np.einsum("bd,sdc->bsc", h[:, -1], p["W_U"])
+    h = h + xp.maximum(pre, 0) @ m["W_out"] + m.get("b_out", 0)
+    return xp.einsum("bd,sdc->bsc", h[:, -1], p["W_U"])
 
 
 @pytest.mark.parametrize("preset", ["miiii-tiny", "nanda-tiny"])
@@ -73,6 +74,19 @@ def test_last_position_readout_equals_full_numpy_forward(preset):
     x = task.train.x[:16]
     logits, _ = model.apply({"params": params}, jnp.asarray(x))
     np.testing.assert_allclose(np.asarray(logits), numpy_paper_forward(params, x), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("preset", ["miiii-tiny", "nanda-tiny"])
+def test_gradients_equal_the_textbook_forward(preset):
+    """Block 0 gathers Q, K, V from W_E @ W tables and the final block runs at the last position only:
+    the gradient of every parameter must still be the textbook model's."""
+    _, task, model, params = init(preset)
+    x = jnp.asarray(task.train.x[:32])
+    r = jax.random.normal(jax.random.key(1), model.apply({"params": params}, x)[0].shape)
+    ours = jax.grad(lambda p: (model.apply({"params": p}, x)[0] * r).sum())(params)
+    want = jax.grad(lambda p: (numpy_paper_forward(p, x, jnp) * r).sum())(params)
+    for (path, g), w in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * float(jnp.abs(w).max()), err_msg=str(path))
 
 
 def test_jit_and_eager_agree():

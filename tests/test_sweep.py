@@ -29,7 +29,7 @@ def assert_same(a: dict, b: dict):
 
 
 def test_members_equal_solo_runs(tmp_path):
-    cfg = apply_overrides(get_preset("miiii-tiny"), BASE)
+    cfg = apply_overrides(get_preset("miiii-tiny"), [*BASE, "eval_every=5"])
     grid = parse_grid(["lr=1e-3,3e-3", "dropout=0,0.2"])
     res = run_sweep(cfg, 2, grid, tmp_path / "sw", progress=False)
     assert res["n_members"] == 8 and len(res["points"]) == 4
@@ -39,6 +39,10 @@ def test_members_equal_solo_runs(tmp_path):
     m = [dict(np.load(tmp_path / "sw" / f"member_{i:03d}" / "metrics.npz")) for i in (0, 1)]
     assert not np.array_equal(m[0]["loss"], m[1]["loss"])  # seeds differ
     assert (tmp_path / "sw" / "grok_steps.png").stat().st_size > 0
+    # the summary's final accuracy is the last *evaluated* row (eval_every 5: step 24 has no evaluation)
+    summ = json.loads((tmp_path / "sw" / "member_000" / "summary.json").read_text())
+    va = m[0]["valid_acc"]
+    np.testing.assert_allclose(summ["final_valid_acc"], va[~np.isnan(va).any(-1)][-1])
 
 
 def test_sharded_over_four_devices_equals_solo(tmp_path):

@@ -58,10 +58,13 @@ def test_eval_every_leaves_nan_between_evaluations():
     assert np.isfinite(m["train_loss"]).all()
 
 
-def test_loss_and_metrics_against_numpy():
+@pytest.mark.parametrize("ties", [False, True])
+def test_loss_and_metrics_against_numpy(ties):
     rng = np.random.default_rng(0)
     b, s, c = 50, 4, 7
     logits = rng.normal(size=(b, s, c)).astype(np.float32)
+    if ties:  # small integers: many rows with several maxima; argmax (the first maximum) decides
+        logits = rng.integers(0, 3, size=(b, s, c)).astype(np.float32)
     n_classes = np.array([2, 3, 5, 7])
     y = np.stack([rng.integers(0, q, b) for q in n_classes], 1)
     groups = np.array([[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]], bool)
@@ -80,6 +83,34 @@ def test_loss_and_metrics_against_numpy():
     np.testing.assert_allclose(task_loss, group_loss @ ce.mean(0), rtol=1e-5)
     want = [correct[:, g].all(1).mean() for g in groups]
     np.testing.assert_allclose(task_acc, want, rtol=1e-6)
+    # the gradient is softmax - one-hot over the valid classes, weighted like the loss
+    grad = jax.grad(lambda z: loss_and_metrics(z, jnp.asarray(y), jax.tree.map(jnp.asarray, spec))[0])(
+        jnp.asarray(logits))
+    want_grad = np.zeros_like(logits)
+    for i in range(s):
+        z = logits[:, i, : n_classes[i]]
+        sm = np.exp(z - z.max(-1, keepdims=True))
+        sm /= sm.sum(-1, keepdims=True)
+        sm[np.arange(b), y[:, i]] -= 1
+        want_grad[:, i, : n_classes[i]] = sm * weight[i] / b
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-4, atol=1e-7)
+
+
+def test_grad_norm_metric_is_the_raw_gradient_norm_per_matrix():
+    cfg, task, trainer, data = setup("nanda-tiny", "steps=2")  # full batch, no dropout: step 0 is deterministic
+    state = trainer.init(0)
+    _, m = trainer.chunk(trainer.init(0), data, 1)
+
+    def loss(params):
+        logits, _ = trainer.model.apply({"params": params}, data["train_x"])
+        return loss_and_metrics(logits, data["train_y"], data["spec"])[0]
+
+    grads = jax.grad(loss)(state.params)
+    names = dict(zip(trainer.grad_names, np.asarray(m["grad_norm"][0]), strict=True))
+    assert names.keys() >= {"W_E", "W_pos", "W_U", "blocks.0.attn.W_Q", "blocks.0.mlp.W_in"}
+    np.testing.assert_allclose(names["W_U"], np.linalg.norm(grads["W_U"]), rtol=1e-4)
+    np.testing.assert_allclose(names["blocks.0.attn.W_Q"], np.linalg.norm(grads["blocks_0"]["attn"]["W_Q"]), rtol=1e-4)
+    np.testing.assert_allclose(names["W_E"], np.linalg.norm(grads["W_E"]), rtol=1e-4)
 
 
 def test_minibatch_epoch_visits_every_sample_once():
