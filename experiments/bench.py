@@ -209,7 +209,8 @@ def main(argv=None) -> int:
                    recording_overhead=rec and ours / rec["steps_per_s"] - 1, recording=rec)
         rows.append(row)
         nan = float("nan")
-        print(f"{name:<17} miiii {ours:7.2f} steps/s | reference {ref or nan:7.2f} | ratio {row['ratio'] or nan:5.2f}x | "
+        print(f"{name:<17} miiii {ours:7.2f} steps/s | reference {ref or nan:7.2f} | "
+              f"ratio {row['ratio'] or nan:5.2f}x | "
               f"{gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | compile+1st chunk {r['compile_s']:4.1f} s | "
               f"with default recording {rec['steps_per_s'] if rec else nan:7.2f} steps/s "
               f"({row['recording_overhead'] if rec else nan:+.1%})", flush=True)

@@ -194,7 +194,7 @@ def build_model(cfg: ModelConfig, task) -> Transformer:
 
 
 def param_names(params) -> list[str]:
-    """TransformerLens names of the parameter leaves (blocks_0/attn/W_Q -> blocks.0.attn.W_Q), in jax.tree.leaves order."""
+    """TransformerLens names of the parameter leaves (blocks_0/attn/W_Q -> blocks.0.attn.W_Q), in leaf order."""
     paths = jax.tree_util.tree_flatten_with_path(params)[0]
     return [re.sub(r"blocks_(\d+)", r"blocks.\1", ".".join(k.key for k in path)) for path, _ in paths]
 
