@@ -1,10 +1,10 @@
-"""Replicate the paper: train nanda, miiii, miiii-masked, miiii-basis and miiii with λ = 0, draw every figure,
-and write results.md (each claim of the paper beside the value measured).
+"""Replicate the paper: train nanda, miiii, miiii-masked, miiii-basis, miiii with λ = 0 and miiii without dropout
+(the appendix), draw every figure, and write results.md (each claim of the paper beside the value measured).
 
     python experiments/paper.py            # `make paper`: the paper's recipe (p = 113), GPU scale
     python experiments/paper.py --smoke    # `make paper-cpu`: the same pipeline at CPU scale
 
-Expected runtime. Full: five runs of 40,000 (nanda) and 65,536 (miiii) full-batch steps of a one-layer
+Expected runtime. Full: six runs of 40,000 (nanda) and 65,536 (miiii) full-batch steps of a one-layer
 d 128 / d 256 model on 3,830 training samples; at an estimated 1-3 ms a step on one modern GPU that is
 roughly 10-25 minutes in all, plus a minute of figures. This estimate was NOT measured (no GPU was
 available when this was written); on 2 CPU cores the full recipe would take days.
@@ -40,8 +40,9 @@ ROLES = {
     "masked": ("miiii-masked", "miiii-masked-paper-cpu"),
     "basis": ("miiii-basis", "miiii-basis-paper-cpu"),
     "nogrokfast": ("miiii", "miiii-paper-cpu"),
+    "nodropout": ("miiii", "miiii-paper-cpu"),
 }
-EXTRA = {"nogrokfast": ["optim.grokfast=none"]}
+EXTRA = {"nogrokfast": ["optim.grokfast=none"], "nodropout": ["model.dropout=0"]}
 # Per-step recording for Fig. 16 (MLP neurons over the whole grid) and nanda's progress measures (logits over
 # the grid, W_E): applied only when the config has a `record` section (miiii/record.py, issue 3).
 RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits", "record.params=W_E,W_pos",

@@ -238,8 +238,10 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
         "2-digit addition, book model, 8k pairs, wd 0.1: a plateau near 1 % for 1-2k steps, then 100 %",
     ),
     "reversal-tiny": (
-        _set(_REVERSAL, task=dict(n_train=10_000, n_valid=2_000), train=dict(steps=1000, eval_every=50, chunk=100)),
-        "5-digit reversal on 10k sequences, book model, 1k steps of batch 512",
+        # lr 3e-3, not the book's 1e-2: at 1e-2 one seed in 8 stalls at 50 % exact match (6/6 reach 1.0 here)
+        _set(_REVERSAL, task=dict(n_train=10_000, n_valid=2_000), optim=dict(lr=3e-3),
+             train=dict(steps=1000, eval_every=50, chunk=100)),
+        "5-digit reversal on 10k sequences, book model (lr 3e-3), 1k steps of batch 512",
     ),
     # AdderBoard (10-digit addition, >= 99 % on 10,000 random pairs): the book's model with 33 positions
     # (18,400 params) and recipe at batch 128, on 200k pairs of which half the operands are a digit block

@@ -116,7 +116,8 @@ def claims(runs: dict[str, Run]) -> list[dict]:
     def add(claim, paper, measured, holds):
         rows.append(dict(claim=claim, paper=paper, measured=measured, holds=holds))
 
-    nanda, miiii, masked, basis, nogf = (runs.get(k) for k in ("nanda", "miiii", "masked", "basis", "nogrokfast"))
+    nanda, miiii, masked, basis, nogf, nodrop = (
+        runs.get(k) for k in ("nanda", "miiii", "masked", "basis", "nogrokfast", "nodropout"))
     if nanda is not None:
         r = A.pearson(*nanda.params["W_pos"][:2])
         add("nanda: positional embeddings of x0 and x1 correlate positively (commutative task)", "r = 0.95",
@@ -211,6 +212,16 @@ def claims(runs: dict[str, Run]) -> list[dict]:
         add("masked (q = 2, 3, 5, 7 out of the loss): 11, 13, 17, 19 grok first", "11, 13, 17, 19 first",
             "order: " + (", ".join(order[:8]) or "none grok"),
             bool(order) and set(order[:4]) <= {"q=11", "q=13", "q=17", "q=19"})
+    if nodrop is not None:  # the appendix shows this run's curves; the paper states no number for it
+        acc, g = final_valid_acc(nodrop), grok_table(nodrop)
+        measured = (f"dropout 0: {sum(s is not None for s in g.values())}/{len(g)} grok, mean final valid accuracy "
+                    f"{acc.mean():.3f}")
+        if miiii is not None:
+            gr = grok_table(miiii)
+            measured += (f"; dropout {miiii.config.model.dropout:g}: {sum(s is not None for s in gr.values())}/"
+                         f"{len(gr)} grok, {final_valid_acc(miiii).mean():.3f}")
+        add("appendix: miiii without dropout (accuracy curves: fig05_accuracy_nodropout)", "shown, no number",
+            measured, None)
     return rows
 
 
