@@ -2,14 +2,15 @@
 
     make bench                      # or: python experiments/bench.py [--quick] [--peers ../shared/peers]
 
-Runtime: ~3 minutes on a 2-core CPU (--quick: ~1 minute); seconds on a GPU for the miiii side (the
+Runtime: ~5 minutes on a 2-core CPU (--quick: ~1.5 minutes); seconds on a GPU for the miiii side (the
 PyTorch references are CPU-eager timing baselines and run on whatever torch finds).
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
 grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
 for the paper configs), steps/s of the reference, their ratio, achieved GFLOP/s from an analytic FLOP
-count and its fraction of a measured f32 matmul peak, compile time; then host RSS over a long run and
-vmapped seeds against one seed. Writes bench.json. PyTorch comes from the optional `bench` extra.
-Expected on 2 cores: ratios > 1 on all three configs (see the README's performance table).
+count and its fraction of a measured f32 matmul peak, compile time, and steps/s of a real run (`train_run`:
+host loop, writer thread, checkpoints) with the preset's default recording, i.e. the recording overhead;
+then host RSS over a long run and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
+the optional `bench` extra. Measured numbers: the README's performance table.
 """
 
 from __future__ import annotations

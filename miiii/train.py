@@ -185,7 +185,10 @@ def make_trainer(
             """Write each group's record of `st.params` into its buffer when its step is due (lax.cond)."""
             t = st.step
             out = []
-            for (every, fn), buf in zip(record_groups, bufs, strict=True):
+            for (every, fn), buf, count in zip(record_groups, bufs, counts, strict=True):
+                if count == 0:  # no step of this chunk is due (a chunk shorter than `every`)
+                    out.append(buf)
+                    continue
                 row = (t - (-(-t0 // every)) * every) // every  # rows count from the chunk's first due step
 
                 def write(b, every=every, fn=fn, row=row):

@@ -134,3 +134,14 @@ def test_host_memory_stays_flat_over_many_chunks(tmp_path):
     early = max(v for k, v in rss.items() if 30 <= k <= 120)
     late = max(v for k, v in rss.items() if k >= 380)
     assert late - early < 40e6, f"RSS grew by {(late - early) / 1e6:.1f} MB: {rss}"
+
+
+def test_chunks_shorter_than_the_recording_interval(tmp_path):
+    """Chunks of 4 steps with record.every 10: most chunks have no due step for the activations."""
+    cfg = apply_overrides(get_preset("miiii-tiny"), ["steps=20", "chunk=4", "record.every=10", "record.params_every=2",
+                                                     "ckpt.every=8", "record.dtype=float32"])
+    train_run(cfg, tmp_path / "run", progress=False)
+    run = load_run(tmp_path / "run")
+    assert list(run.acts_steps) == [0, 10, 20]
+    assert len(run.acts["W_E"]) == 11 and list(run.steps_of("W_E")) == list(range(0, 21, 2))
+    np.testing.assert_array_equal(run.acts["W_E"][-1], run.params["W_E"])
