@@ -37,12 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def paper_fwd_flops(cfg, task) -> float:
-    """Matmul FLOPs of one forward pass per sample, as miiii computes it (final block: last query only)."""
+    """Matmul FLOPs of one forward pass per sample, as miiii computes it (final block: last query only; block 0's
+    Q/K/V gathered from tables, counted here as the b*t-row matmuls they replace)."""
     m, t = cfg.model, task.n_ctx
     d, dm = m.d_model, m.mlp_dim
     kv = 2 * 2 * t * d * d  # K and V at every position
     last = 2 * d * d + 2 * 2 * t * d + 2 * d * d + 2 * 2 * d * dm  # Q, scores + AV, W_O, MLP at the last position
-    unembed = 2 * d * task.n_slots * task.d_out
+    unembed = 2 * d * sum((s1 - s0) * w for s0, s1, w in task.class_buckets)  # each bucket as wide as its widest task
     return kv + last + unembed
 
 

@@ -155,9 +155,12 @@ class Transformer(nn.Module):
     n_ctx: int
     n_out: int
     d_out: int
+    buckets: tuple = ()  # readout "last": (start, stop, width) slot ranges of the unembedding (Task.class_buckets)
 
     @nn.compact
-    def __call__(self, x, train: bool = False, dropout=None):  # x: (b, t) int32; dropout: rate override
+    def __call__(self, x, train: bool = False, dropout=None, bucketed: bool = False):
+        """x: (b, t) int32; dropout: rate override. bucketed (readout "last"): return the logits as the tuple of
+        per-bucket (b, n, width) arrays the loss reads (no padding to d_out, no gradient through it)."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
         h = W_E[x]  # (b, t, d)
@@ -182,15 +185,22 @@ class Transformer(nn.Module):
             logits = h @ W_U  # (b, t, d_out)
         else:
             W_U = self.param("W_U", init.matrix(c.d_model), (self.n_out, c.d_model, self.d_out))
-            S, C = self.n_out, self.d_out  # one (d, S*C) matmul: the backward transposes h, not the logits
-            logits = (h[:, -1] @ W_U.transpose(1, 0, 2).reshape(c.d_model, S * C)).reshape(-1, S, C)
+            # one (d, n*width) matmul per bucket of slots, each only as wide as its widest task (tasks.py);
+            # classes beyond a bucket's width are never labels: their logits are 0 (the loss masks them)
+            flat = lambda s0, s1, w: W_U[s0:s1, :, :w].transpose(1, 0, 2).reshape(c.d_model, (s1 - s0) * w)  # noqa: E731
+            parts = tuple((h[:, -1] @ flat(s0, s1, w)).reshape(-1, s1 - s0, w) for s0, s1, w in self.buckets)
+            logits = jnp.concatenate([jnp.pad(a, ((0, 0), (0, 0), (0, self.d_out - a.shape[2]))) for a in parts], 1)
+            acts["logits"] = logits  # (b, S, d_out)
+            return (parts if bucketed else logits), acts
         acts["logits"] = logits
         return logits, acts
 
 
 def build_model(cfg: ModelConfig, task) -> Transformer:
     n_out = task.n_slots if cfg.readout == "last" else 1
-    return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=cfg.n_ctx or task.n_ctx, n_out=n_out, d_out=task.d_out)
+    buckets = task.class_buckets if cfg.readout == "last" else ()
+    return Transformer(cfg, d_vocab=task.d_vocab, n_ctx=cfg.n_ctx or task.n_ctx, n_out=n_out, d_out=task.d_out,
+                       buckets=buckets)
 
 
 def param_names(params) -> list[str]:

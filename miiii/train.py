@@ -31,27 +31,35 @@ class TrainState(NamedTuple):
     key: jax.Array  # root PRNG key of the run; per-step keys are folded from it
 
 
-def loss_and_metrics(logits, y, spec):
+def loss_and_metrics(logits, y, spec, buckets=None):
     """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)).
 
-    All tasks in one fused computation: classes >= n_classes[s] are masked, CE is taken per slot,
-    then weighted into the training loss and grouped into per-task metrics (see tasks.py).
+    All tasks of a bucket in one fused computation: classes >= n_classes[s] are masked, CE is taken per
+    slot, then weighted into the training loss and grouped into per-task metrics (see tasks.py).
+    `buckets` ((start, stop, width) slot ranges, static; default one range of width C): `logits` is either
+    padded (b, S, C), of which each range reads its first `width` classes, or the model's tuple of
+    per-bucket (b, n, width) arrays (`bucketed=True`), so no gradient flows through the padding.
     """
-    logits = logits.astype(jnp.float32)  # the loss is float32 whatever the compute dtype
-    classes = jnp.arange(logits.shape[-1])
-    logits = jnp.where(classes[None, :] < spec["n_classes"][:, None], logits, -1e9)  # (b, S, C)
-    # log-softmax by hand, with one-hot masks instead of gathers and argmax: each is one fused pass
-    # over the logits, and the backward pass has no scatter
-    shifted = logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True))  # max logit -> 0
-    target = classes == y[..., None]
-    shifted_y = jnp.where(target, shifted, 0.0).sum(-1)  # (b, S)
-    ce = jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y
-    ce_slot = ce.mean(0)  # (S,)
+    if not isinstance(logits, tuple):  # padded (b, S, C): each bucket reads its slice
+        buckets = buckets or ((0, logits.shape[1], logits.shape[2]),)
+        logits = tuple(logits[:, s0:s1, :w] for s0, s1, w in buckets)
+    ce, wrong = [], []
+    for (s0, s1, width), lg in zip(buckets, logits, strict=True):  # at most 4 buckets (Task.class_buckets)
+        lg, yb = lg.astype(jnp.float32), y[:, s0:s1]  # the loss is float32 whatever the compute dtype
+        classes = jnp.arange(width)
+        lg = jnp.where(classes[None, :] < spec["n_classes"][s0:s1, None], lg, -1e9)  # (b, n, width)
+        # log-softmax by hand, with one-hot masks instead of gathers and argmax: each is one fused pass
+        # over the logits, and the backward pass has no scatter
+        shifted = lg - jax.lax.stop_gradient(lg.max(-1, keepdims=True))  # max logit -> 0
+        shifted_y = jnp.where(classes == yb[..., None], shifted, 0.0).sum(-1)  # (b, n)
+        ce.append(jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y)
+        # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it
+        tie_before = ((shifted == 0) & (classes < yb[..., None])).any(-1)
+        wrong.append(((shifted_y < 0) | tie_before).astype(jnp.float32))
+    ce_slot = jnp.concatenate(ce, axis=1).mean(0)  # (S,)
     loss = ce_slot @ spec["loss_weight"]
     task_loss = spec["group_loss"] @ ce_slot  # (K,)
-    # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it
-    tie_before = ((shifted == 0) & (classes < y[..., None])).any(-1)
-    wrong = ((shifted_y < 0) | tie_before).astype(jnp.float32)  # (b, S)
+    wrong = jnp.concatenate(wrong, axis=1)  # (b, S)
     task_acc = ((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).mean(0)  # (K,)
     return loss, task_loss, task_acc
 
@@ -117,9 +125,9 @@ def make_trainer(
     per_epoch = steps_per_epoch(batch, n_train)
     eval_every = cfg.train.eval_every
 
-    def apply(params, x, train=False, key=None, dropout=None):
+    def apply(params, x, train=False, key=None, dropout=None, bucketed=False):
         rngs = {"dropout": key} if train else None
-        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout=dropout)
+        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout=dropout, bucketed=bucketed)
 
     def init(seed: int) -> TrainState:
         key = jax.random.key(seed)
@@ -127,8 +135,8 @@ def make_trainer(
         return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
 
     def evaluate(params, x, y, spec):
-        logits, _ = apply(params, x)
-        return loss_and_metrics(logits, y, spec)
+        logits, _ = apply(params, x, bucketed=True)
+        return loss_and_metrics(logits, y, spec, model.buckets)
 
     def step(carry, data):
         state, order = carry
@@ -147,8 +155,8 @@ def make_trainer(
         opt = make_optimizer(cfg.optim, cfg.train.steps, {k: v for k, v in hp.items() if k != "dropout"}) if hp else tx
 
         def loss_fn(params):
-            logits, _ = apply(params, x, train=True, key=dropout_key, dropout=hp.get("dropout"))
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"])
+            logits, _ = apply(params, x, train=True, key=dropout_key, dropout=hp.get("dropout"), bucketed=True)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.buckets)
             return loss, (task_loss, task_acc)
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)

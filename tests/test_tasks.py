@@ -192,3 +192,20 @@ def test_override_type_errors():
         apply_overrides(get_preset("nanda"), ["lr"])
     cfg = apply_overrides(get_preset("nanda"), ["lr=3e-4", "model.causal=true", "wd=0.5", "task.name=miiii"])
     assert (cfg.optim.lr, cfg.model.causal, cfg.optim.weight_decay, cfg.task.name) == (3e-4, True, 0.5, "miiii")
+
+
+def test_class_buckets_minimise_the_logits_computed():
+    from miiii.tasks import class_buckets, primes_below
+
+    q = tuple(int(v) for v in primes_below(113))
+    b = class_buckets(q)
+    assert b == ((0, 8, 19), (8, 15, 47), (15, 21, 73), (21, 29, 109))  # 1,791 logits instead of 29 x 109 = 3,161
+    assert sum((s1 - s0) * w for s0, s1, w in b) == 1791
+    # exhaustive check on a small case: no split into <= 4 contiguous ranges is cheaper
+    import itertools
+
+    small = (2, 3, 5, 7, 11, 13, 17)
+    cost = lambda cuts: sum((j - i) * max(small[i:j]) for i, j in zip((0, *cuts), (*cuts, len(small)), strict=True))  # noqa: E731
+    best = min(cost(c) for k in range(4) for c in itertools.combinations(range(1, len(small)), k))
+    assert sum((s1 - s0) * w for s0, s1, w in class_buckets(small)) == best
+    assert class_buckets((113,)) == ((0, 1, 113),)

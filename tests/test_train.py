@@ -83,6 +83,14 @@ def test_loss_and_metrics_against_numpy(ties):
     np.testing.assert_allclose(task_loss, group_loss @ ce.mean(0), rtol=1e-5)
     want = [correct[:, g].all(1).mean() for g in groups]
     np.testing.assert_allclose(task_acc, want, rtol=1e-6)
+    # the same through buckets of slots, each read only up to its widest task (padded or as parts)
+    buckets = ((0, 2, 3), (2, 4, 7))
+    parts = tuple(jnp.asarray(logits[:, s0:s1, :w]) for s0, s1, w in buckets)
+    for lg in (jnp.asarray(logits), parts):
+        got = loss_and_metrics(lg, jnp.asarray(y), jax.tree.map(jnp.asarray, spec), buckets)
+        np.testing.assert_allclose(got[0], loss, rtol=1e-6)
+        np.testing.assert_allclose(got[1], task_loss, rtol=1e-6)
+        np.testing.assert_array_equal(got[2], task_acc)
     # the gradient is softmax - one-hot over the valid classes, weighted like the loss
     grad = jax.grad(lambda z: loss_and_metrics(z, jnp.asarray(y), jax.tree.map(jnp.asarray, spec))[0])(
         jnp.asarray(logits))
