@@ -7,9 +7,10 @@
 Expected runtime. Full: six runs of 40,000 (nanda) and 65,536 (miiii) full-batch steps of a one-layer
 d 128 / d 256 model on 3,830 training samples; at an estimated 1-3 ms a step on one modern GPU that is
 roughly 10-25 minutes in all, plus a minute of figures. This estimate was NOT measured (no GPU was
-available when this was written); on 2 CPU cores the full recipe would take days.
-Smoke (--smoke): p = 37, d 64, 3k (nanda) / 5k (miiii) steps; measured 9.7 minutes on 2 CPU cores shared with
-other jobs (load average ~13); results.md records each invocation's wall time and the load.
+available when this was written); on 2 CPU cores each miiii run takes about 3.6 hours (5 steps/s), the
+whole recipe about 15 hours.
+Smoke (--smoke): p = 37, d 64, 3k (nanda) / 5k (miiii) steps; measured 6.0 minutes on 2 quiet CPU cores
+(2.6 training, 3.4 figures); results.md records each invocation's wall time and the load.
 
 Expected result (results.md): positional embeddings correlate positively for nanda and negatively for
 miiii; miiii's tasks grok small primes first (2, 3, 5, 7 in order at full scale, the other 25 later);
