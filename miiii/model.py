@@ -8,7 +8,10 @@ head tied to the token embedding). Weight and activation names follow Transforme
 `acts` is returned explicitly (no `sow`): under jit whatever the caller ignores is dead code.
 With `readout="last"` the final block computes queries, attention output, MLP and unembedding at
 the last position only (keys and values at every position); the logits are exactly those of the
-full computation, and that block's activations are those of the last position.
+full computation, and that block's activations are those of the last position. Two more exact
+shortcuts (tests/test_model.py checks logits and gradients against a textbook forward): a first block
+without LayerNorm gathers Q, K, V from `W_E @ W` tables, and the per-slot unembedding runs in buckets of
+slots, each only as wide as its widest task (classes beyond that are never labels; their logits are 0).
 """
 
 from __future__ import annotations
@@ -157,6 +160,13 @@ class Transformer(nn.Module):
     d_out: int
     buckets: tuple = ()  # readout "last": (start, stop, width) slot ranges of the unembedding (Task.class_buckets)
 
+    @property
+    def unembed_buckets(self) -> tuple | None:
+        """readout "last": the slot ranges of the unembedding (`buckets`, or every slot at full width); else None."""
+        if self.cfg.readout != "last":
+            return None
+        return self.buckets or ((0, self.n_out, self.d_out),)
+
     @nn.compact
     def __call__(self, x, train: bool = False, dropout=None, bucketed: bool = False):
         """x: (b, t) int32; dropout: rate override. bucketed (readout "last"): return the logits as the tuple of
@@ -188,7 +198,7 @@ class Transformer(nn.Module):
             # one (d, n*width) matmul per bucket of slots, each only as wide as its widest task (tasks.py);
             # classes beyond a bucket's width are never labels: their logits are 0 (the loss masks them)
             flat = lambda s0, s1, w: W_U[s0:s1, :, :w].transpose(1, 0, 2).reshape(c.d_model, (s1 - s0) * w)  # noqa: E731
-            parts = tuple((h[:, -1] @ flat(s0, s1, w)).reshape(-1, s1 - s0, w) for s0, s1, w in self.buckets)
+            parts = tuple((h[:, -1] @ flat(s0, s1, w)).reshape(-1, s1 - s0, w) for s0, s1, w in self.unembed_buckets)
             logits = jnp.concatenate([jnp.pad(a, ((0, 0), (0, 0), (0, self.d_out - a.shape[2]))) for a in parts], 1)
             acts["logits"] = logits  # (b, S, d_out)
             return (parts if bucketed else logits), acts

@@ -136,7 +136,7 @@ def make_trainer(
 
     def evaluate(params, x, y, spec):
         logits, _ = apply(params, x, bucketed=True)
-        return loss_and_metrics(logits, y, spec, model.buckets)
+        return loss_and_metrics(logits, y, spec, model.unembed_buckets)
 
     def step(carry, data):
         state, order = carry
@@ -156,7 +156,7 @@ def make_trainer(
 
         def loss_fn(params):
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout=hp.get("dropout"), bucketed=True)
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.buckets)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets)
             return loss, (task_loss, task_acc)
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
