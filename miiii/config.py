@@ -256,7 +256,7 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
     ),
     "nanda-cpu": (
         # measured on 2 CPU cores: train set fit at step 99, validation ~0.45 until step 400, >= 0.99 at 750;
-        # 3,000 steps in ~70 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
+        # 3,000 steps in ~52 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
         _set(_NANDA, task=dict(p=59, train_frac=0.5), optim=dict(lr=3e-3, grokfast="ema", lamb=2.0),
              train=dict(steps=3000, chunk=250)),
         "make train's default: (x0 + x1) mod 59, d 128, grokfast: memorises by step 100, groks by ~750 (~1 min)",
