@@ -71,7 +71,7 @@ figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN
 	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
 	$(BIN)/python -m miiii figures $(RUN) --out $(or $(OUT),figures)
 
-paper: $(STAMP)  ## the paper's five runs at full scale (GPU), all figures, results/paper/results.md
+paper: $(STAMP)  ## the paper's six runs at full scale (GPU), all figures, results/paper/results.md
 	$(BIN)/python experiments/paper.py $(ARGS)
 
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 37, under 20 minutes on 2 cores): results/paper-cpu/

@@ -262,6 +262,12 @@ def grok_steps(step: np.ndarray, valid_acc: np.ndarray, threshold: float = GROK_
     return out
 
 
+def last_evaluated(valid_acc: np.ndarray) -> np.ndarray:
+    """valid_acc (T, K) with NaN rows where validation was not run -> the newest evaluated row (NaN if none)."""
+    seen = ~np.isnan(valid_acc).any(-1)
+    return valid_acc[seen][-1] if seen.any() else np.full(valid_acc.shape[-1], np.nan)
+
+
 def grok_order(names, steps) -> list[str]:
     """Task names of the tasks that grokked, earliest first (ties keep the given order)."""
     done = [(s, i, n) for i, (n, s) in enumerate(zip(names, steps, strict=True)) if s is not None]

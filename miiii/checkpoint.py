@@ -20,7 +20,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from miiii.record import RunError, free_bytes, write_json_atomic
+from miiii.files import RunError, free_bytes, write_json_atomic
 from miiii.train import TrainState
 
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO

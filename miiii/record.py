@@ -17,12 +17,9 @@ writer thread, so host memory holds about one chunk and writing overlaps the nex
 from __future__ import annotations
 
 import io
-import json
 import math
-import os
 import queue
 import re
-import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
+from miiii.files import RunError, free_bytes, io_fault, write_json_atomic
 from miiii.model import param_names
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
 
 GiB = 1 << 30
-
-
-class RunError(RuntimeError):
-    """A run that stopped on a fault it cannot fix (disk full, write error); the directory stays resumable."""
 
 
 # Axes of each activation after the input axis, by TransformerLens name suffix; "pos" is the axis that
@@ -295,13 +289,6 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
                      select, tuple(r.neurons), r.dtype)
 
 
-def free_bytes(path: Path) -> int:
-    p = Path(path).absolute()
-    while not p.exists():
-        p = p.parent
-    return shutil.disk_usage(p).free
-
-
 def check_budget(rec: Recording, run_dir: Path, budget: int) -> None:
     """Refuse (ConfigError, nothing written) a recording over `budget` bytes or the free disk."""
     free = free_bytes(run_dir)
@@ -326,12 +313,6 @@ def describe(rec: Recording) -> str:
 
 
 # ---------------------------------------------------------------- the writer
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-    os.replace(tmp, path)
 
 
 def _write_rows(f, offset: int, rows: np.ndarray) -> None:
@@ -386,8 +367,7 @@ class ActsWriter:
         self.thread.start()
 
     def _fault(self, path: Path, e: OSError) -> RunError:
-        return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(self.dir):,} bytes free on that disk); "
-                        "the run stopped and can be resumed from its last checkpoint with --resume once fixed")
+        return io_fault(path, e)
 
     def _loop(self) -> None:
         while True:

@@ -30,11 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from miiii.analysis import GROK_THRESHOLD, grok_steps
+from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, RunConfig, validate
+from miiii.files import RunError, io_fault, save_npz_atomic, write_json_atomic
 from miiii.model import count_params
-from miiii.record import ActsWriter, GiB, RunError, check_budget, describe, free_bytes, plan, write_json_atomic
+from miiii.record import ActsWriter, GiB, check_budget, describe, plan
 from miiii.tasks import Task, make_task
 from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, steps_per_epoch, task_data
 
@@ -55,12 +56,6 @@ def prepare(cfg: RunConfig) -> Task:
             "lower it or set 0 for full batch"
         )
     return task
-
-
-def save_npz_atomic(path: Path, **arrays) -> None:
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
 
 
 __all__ = ["Interrupted", "RunError", "resume_run", "train_run"]
@@ -268,7 +263,7 @@ class Session:
             save_npz_atomic(self.run_dir / "metrics.npz", step=np.arange(n), task_names=np.array(self.task.task_names),
                             grad_names=np.array(self.trainer.grad_names), **{k: v[:n] for k, v in self.hist.items()})
         except OSError as e:
-            raise _io_fault(self.run_dir / "metrics.npz", e) from None
+            raise io_fault(self.run_dir / "metrics.npz", e) from None
 
     def checkpoint(self, state, finished: bool) -> None:
         """Activations and metrics up to the state's step reach the disk before the checkpoint that covers them."""
@@ -282,7 +277,7 @@ class Session:
         try:
             self.writer.write_index(step, finished)
         except OSError as e:
-            raise _io_fault(self.run_dir / "acts" / "index.json", e) from None
+            raise io_fault(self.run_dir / "acts" / "index.json", e) from None
         self.ckpts.save(state)
         self.last_ckpt = step
 
@@ -326,9 +321,8 @@ class Session:
                 t1 = time.perf_counter()
                 self.writer.submit(done, metrics.get("record", []))
                 rec_s += time.perf_counter() - t1
-                evaluated = ~np.isnan(metrics["valid_acc"][:, 0])
-                if evaluated.any():
-                    last_valid = metrics["valid_acc"][np.nonzero(evaluated)[0][-1]]
+                newest = last_evaluated(metrics["valid_acc"])
+                last_valid = last_valid if np.isnan(newest).all() else newest
                 done += n
                 if done == steps and self.rec.arrays:  # the state after the last update, for groups due then
                     self.writer.submit_final(done, metrics["record_end"])
@@ -353,7 +347,7 @@ class Session:
         try:
             save_npz_atomic(self.run_dir / "params.npz", **flatten_params(state.params))
         except OSError as e:
-            raise _io_fault(self.run_dir / "params.npz", e) from None
+            raise io_fault(self.run_dir / "params.npz", e) from None
         summary = summarize(cfg, task, trainer, state.params, step_axis, hist)
         ran = steps - (resumed_from or 0)
         summary.update(
@@ -364,11 +358,6 @@ class Session:
         )
         write_json_atomic(self.run_dir / "summary.json", summary)
         return summary
-
-
-def _io_fault(path: Path, e: OSError) -> RunError:
-    return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(path.parent):,} bytes free on that "
-                    "disk); the run stopped and can be resumed from its last checkpoint with --resume once fixed")
 
 
 def summarize(cfg, task: Task, trainer, params, step_axis, hist) -> dict:

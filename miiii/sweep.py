@@ -26,16 +26,11 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
-from miiii.analysis import grok_steps
+from miiii.analysis import grok_steps, last_evaluated
 from miiii.config import ConfigError, RunConfig, resolve_key, validate
+from miiii.files import save_npz_atomic, write_json_atomic
 from miiii.optim import TRACEABLE
-from miiii.record import write_json_atomic
-from miiii.runner import (
-    check_run_dir,
-    flatten_params,
-    prepare,
-    save_npz_atomic,
-)
+from miiii.runner import check_run_dir, flatten_params, prepare
 from miiii.train import METRIC_KEYS, make_trainer, task_data
 
 SWEEPABLE = {f"optim.{k}" for k in TRACEABLE} | {"model.dropout"}
@@ -138,10 +133,6 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     step_axis = np.arange(steps)
     rows = []
-
-    def last_evaluated(acc):  # (steps, K) with NaN rows between evaluations -> the newest evaluated row
-        seen = ~np.isnan(acc).any(-1)
-        return acc[seen][-1] if seen.any() else np.full(acc.shape[-1], np.nan)
 
     for mem in members:
         run = out_dir / f"member_{mem.index:03d}"

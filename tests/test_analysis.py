@@ -173,3 +173,9 @@ def test_sample_steps_bounds_the_recording_read():
         i = sample_steps(100_000, 50, log)
         assert len(i) <= 50 and i[0] == 0 and i[-1] == 99_999 and np.all(np.diff(i) > 0)
     assert sample_steps(100_000, 50, log=True)[5] < 10  # log spacing crowds the early steps
+
+
+def test_last_evaluated_skips_rows_without_validation():
+    acc = np.array([[0.1, 0.2], [np.nan, np.nan], [0.5, 0.7], [np.nan, np.nan]])
+    np.testing.assert_array_equal(A.last_evaluated(acc), [0.5, 0.7])
+    assert np.isnan(A.last_evaluated(np.full((3, 2), np.nan))).all()

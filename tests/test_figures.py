@@ -97,3 +97,11 @@ def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
         get_preset(cpu)
     with pytest.raises(ConfigError):
         get_preset("no-such-preset")
+
+
+def test_results_has_the_no_dropout_appendix_row(runs):
+    loaded = {k: load_run(v) for k, v in runs.items()}
+    rows = claims(loaded | {"nodropout": loaded["miiii"]})  # any miiii run stands in for the appendix run
+    row = next(r for r in rows if r["claim"].startswith("appendix: miiii without dropout"))
+    assert row["holds"] is None and row["measured"].startswith("dropout 0")  # the paper gives no number
+    assert not any(r["claim"].startswith("appendix") for r in claims(loaded))
