@@ -4,20 +4,23 @@
     python experiments/paper.py            # `make paper`: the paper's recipe (p = 113), GPU scale
     python experiments/paper.py --smoke    # `make paper-cpu`: the same pipeline at CPU scale
 
-Expected runtime. Full: six runs of 40,000 (nanda) and 65,536 (miiii) full-batch steps of a one-layer
-d 128 / d 256 model on 3,830 training samples; at an estimated 1-3 ms a step on one modern GPU that is
-roughly 10-25 minutes in all, plus a minute of figures. This estimate was NOT measured (no GPU was
-available when this was written); on 2 CPU cores each miiii run takes about 3.6 hours (5 steps/s), the
-whole recipe about 15 hours.
-Smoke (--smoke): p = 37, d 64, 3k (nanda) / 5k (miiii) steps; measured 6.0 minutes on 2 quiet CPU cores
-(2.6 training, 3.4 figures); results.md records each invocation's wall time and the load.
+Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
+d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code). Measured on one H100 (jax 0.11.2,
+2026-11-22): nanda 45 s (groks at step 7,243); each miiii run about 100 s alone (~790 steps/s with the
+recording, ~1,000 without), so about 10 minutes of training and one to two of figures (the figures of that
+run were not timed: the device time ran out). On 2 CPU cores each miiii run would take 3-4 hours.
+Smoke (--smoke): p = 71, d 64, 70 % train, 3k (nanda) / 5k (miiii) steps; measured 16.7 minutes on 2 quiet
+CPU cores (15.6 training, 1.1 figures); results.md records each invocation's wall time and the load.
 
-Expected result (results.md): positional embeddings correlate positively for nanda and negatively for
-miiii; miiii's tasks grok small primes first (2, 3, 5, 7 in order at full scale, the other 25 later);
-miiii's embedding spectrum is more diffuse (more singular values for 50 %/90 %, more frequencies) than
-nanda's; miiii's heads lean to one digit each; the basis run stays at chance; λ = 0 groks fewer tasks.
-At CPU scale only q = 2 and 3 grok (5 rises above chance, the larger q are memorised), so the claims about
-the rest grokking, λ = 0 and the masked run show as "no" there: they need the full scale.
+Expected result (results.md). Full scale, measured on the H100 (seed 0): all 29 miiii tasks grok, small
+primes first (2, 3, 7 by step 289, then 5 at 8,867: 113 = 1 mod 7, so n mod 7 is the plain sum x0 + x1),
+the other 25 between steps 12,661 and 43,574 (median 25,593); positional embeddings correlate +0.98 (nanda)
+and -0.92 (miiii); singular values for 50 % / 90 % of the sum of sigma: nanda 7 / 45, miiii 40 / 78 (paper
+5 / 49 and 35 / 73); miiii's heads attend to one digit each; the basis run stays at chance; the masked run
+groks 11, 13, 17 first; without grokfast 28/29 still grok, later. Not reproduced: the spike of active MLP
+frequencies (Table 3), and with the text's 30 % train only q = 2 and 3 grok in 65,536 steps.
+CPU scale: q = 2, 3, 5, 7 grok in that order and the structural claims hold; only 1 of the other 15 tasks
+groks in 5k steps, so the claims about the rest, the masked run and Table 3 read "no" there.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from miiii.config import apply_overrides, get_preset
 from miiii.plots import draw_all
 from miiii.report import write_results
 from miiii.rundir import load_run
-from miiii.runner import train_run
+from miiii.runner import resume_run, train_run
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -44,10 +47,12 @@ ROLES = {
     "nodropout": ("miiii", "miiii-paper-cpu"),
 }
 EXTRA = {"nogrokfast": ["optim.grokfast=none"], "nodropout": ["model.dropout=0"]}
-# Per-step recording for Fig. 16 (MLP neurons over the whole grid) and nanda's progress measures (logits over
-# the grid, W_E): applied only when the config has a `record` section (miiii/record.py, issue 3).
-RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits", "record.params=W_E,W_pos",
+# Per-step recording for Fig. 16 (MLP neurons over the whole grid, attention) and, for nanda only, Nanda's progress
+# measures (logits over the grid, W_E): applied only when the config has a `record` section (miiii/record.py). miiii's
+# logits are left out: 29 heads over 12,769 inputs would be 80 MB a row (10 GiB for the run), and nothing reads them.
+RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern", "record.params=W_E,W_pos",
           "record.inputs=grid"]
+RECORD_NANDA = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits"]
 
 
 def _divisor_at_most(n: int, k: int) -> int:
@@ -56,24 +61,31 @@ def _divisor_at_most(n: int, k: int) -> int:
 
 
 def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
+    """About 100 rows of activations (smoke) or 80-260 (full: every 256 steps for miiii, so Table 3's step 256 is a
+    row), parameters 8x as often."""
     extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps else [])
-    if "record" in cfg.to_dict():  # about 100 rows of activations (smoke) or 64-130 (full), parameters 8x as often
+    if "record" in cfg.to_dict():
         chunk = cfg.train.chunk
-        every = _divisor_at_most(chunk, 50 if smoke else 512)
-        extra += RECORD + [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
+        every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
+        extra += RECORD + (RECORD_NANDA if role == "nanda" else [])
+        extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
 
 
-def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None) -> dict:
+def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None,
+            sets: list[str] = ()) -> dict:
     runs = {}
     for role in roles:
         preset = ROLES[role][1 if smoke else 0]
         run_dir = out / "runs" / role
         if reuse and (run_dir / "summary.json").is_file():
             print(f"{role}: reusing {run_dir}", flush=True)
+        elif reuse and (run_dir / "ckpt.json").is_file():  # an interrupted run: continue it, bit-identical
+            resume_run(run_dir, progress=progress)
+            print(f"{role}: resumed {run_dir}", flush=True)
         else:
             cfg = get_preset(preset)
-            cfg = apply_overrides(cfg, overrides(cfg, role, smoke, steps))
+            cfg = apply_overrides(cfg, [*sets, *overrides(cfg, role, smoke, steps)])
             t = time.perf_counter()
             s = train_run(cfg, run_dir, progress=progress)
             done = sum(v is not None for v in s["grok_step"].values())
@@ -85,16 +97,20 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: i
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 29, a few thousand steps)")
+    ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 71, d 64, 3k / 5k steps)")
     ap.add_argument("--out", type=Path, default=None, help="default results/paper or results/paper-cpu")
-    ap.add_argument("--roles", nargs="+", default=list(ROLES), choices=list(ROLES))
-    ap.add_argument("--reuse", action="store_true", help="reuse finished runs under OUT/runs instead of retraining")
+    ap.add_argument("--roles", nargs="+", default=list(ROLES), choices=list(ROLES),
+                    help="which runs (default: all six); results.md covers the claims these runs support")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse finished runs under OUT/runs and resume interrupted ones instead of retraining")
     ap.add_argument("--steps", type=int, default=None, help="override every run's train.steps (quick checks)")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for every run (as `train --set`), e.g. task.train_frac=0.5")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
     out = args.out or Path("results") / ("paper-cpu" if args.smoke else "paper")
     t0 = time.perf_counter()
-    runs = run_all(out, args.smoke, args.roles, args.reuse, not args.no_progress, args.steps)
+    runs = run_all(out, args.smoke, args.roles, args.reuse, not args.no_progress, args.steps, args.sets)
     t_train = time.perf_counter() - t0
     paths = draw_all([r.path for r in runs.values()], out / "figures")
     wall = time.perf_counter() - t0

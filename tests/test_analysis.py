@@ -179,3 +179,21 @@ def test_last_evaluated_skips_rows_without_validation():
     acc = np.array([[0.1, 0.2], [np.nan, np.nan], [0.5, 0.7], [np.nan, np.nan]])
     np.testing.assert_array_equal(A.last_evaluated(acc), [0.5, 0.7])
     assert np.isnan(A.last_evaluated(np.full((3, 2), np.nan))).all()
+
+
+def test_fourier_2d_and_projection_equal_explicit_matrix_products():
+    """The contractions behind Fig. 16 and the progress measures (paths chosen for speed) equal plain B G B^T and
+    B^T (B L), written independently as a loop over neurons / steps."""
+    rng = np.random.default_rng(0)
+    p = 13
+    grid = rng.normal(size=(p, p, 5))
+    B, _ = A.fourier_basis(p)
+    want = np.stack([B @ grid[:, :, n] @ B.T for n in range(5)], axis=-1)
+    np.testing.assert_allclose(A.fourier_2d(grid), want, atol=1e-10)
+    logits = rng.normal(size=(3, p * p, p))
+    S = A.sum_basis(p, [2, 5])
+    restricted, excluded = A.restricted_excluded_logits(logits, p, [2, 5])
+    for t in range(3):
+        proj = S.T @ (S @ logits[t])
+        np.testing.assert_allclose(excluded[t], logits[t] - proj, atol=1e-10)
+        np.testing.assert_allclose(restricted[t], logits[t].mean(0) + proj - proj.mean(0), atol=1e-10)

@@ -105,3 +105,44 @@ def test_results_has_the_no_dropout_appendix_row(runs):
     row = next(r for r in rows if r["claim"].startswith("appendix: miiii without dropout"))
     assert row["holds"] is None and row["measured"].startswith("dropout 0")  # the paper gives no number
     assert not any(r["claim"].startswith("appendix") for r in claims(loaded))
+
+
+def test_full_paper_recordings_fit_the_default_budget():
+    """`make paper` at the paper's scale: every role's recording (Fig. 16 grid, nanda's logits) fits 2 GiB, and
+    miiii's every-256-steps rate makes Table 3's step 256 a recorded row."""
+    from miiii.config import validate
+    from miiii.record import plan
+    from miiii.runner import prepare
+    from miiii.train import make_trainer
+
+    spec = importlib.util.spec_from_file_location("paper", ROOT / "experiments" / "paper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import jax
+
+    for role, (full, _) in mod.ROLES.items():
+        cfg = get_preset(full)
+        cfg = validate(apply_overrides(cfg, mod.overrides(cfg, role, smoke=False, steps=None)))
+        task = prepare(cfg)
+        tr = make_trainer(cfg, task)
+        rec = plan(cfg, task, lambda p, x, tr=tr: tr.model.apply({"params": p}, x), jax.eval_shape(tr.init, 0).params)
+        assert rec.nbytes < 2 * 2**30, (role, rec.nbytes)
+        assert ("logits" in cfg.record.acts) == (role == "nanda")
+        assert role == "nanda" or 256 % cfg.record.every == 0
+
+
+def test_curves_draw_at_most_max_points_per_task(runs, tmp_path, monkeypatch):
+    """A 65,536-step run's curves are drawn from log-spaced evaluated steps only (first and last kept)."""
+    import matplotlib.axes
+
+    from miiii import plots
+
+    run = load_run(runs["miiii"])
+    lengths = []
+    orig = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, y, **kw: lengths.append((x[0], x[-1], len(x)))
+                        or orig(self, x, y, **kw))
+    plots.fig_curves(run, tmp_path, "acc", max_points=7)
+    n = len(run.metrics["step"])
+    assert n > 7 and len(lengths) == 2 * len(run.metrics["task_names"])
+    assert all(k == 7 and first == 1 and last == n for first, last, k in lengths)
