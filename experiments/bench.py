@@ -2,8 +2,9 @@
 
     make bench                      # or: python experiments/bench.py [--quick] [--peers ../shared/peers]
 
-Runtime: ~5 minutes on a 2-core CPU (--quick: ~1.5 minutes); seconds on a GPU for the miiii side (the
-PyTorch references are CPU-eager timing baselines and run on whatever torch finds).
+Runtime: ~12 minutes on a 2-core CPU (--quick: ~1.5 minutes); on a GPU a minute or two for the miiii side,
+which then times 20x as many steps (the PyTorch references are CPU-eager timing baselines and run on the CPU).
+Every figure is the median of --repeats timings (default 3) per side; the ratio's range over them is printed too.
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
 grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
 for the paper configs), steps/s of the reference, their ratio, achieved GFLOP/s from an analytic FLOP
@@ -66,7 +67,9 @@ def matmul_peak(n: int = 1024, reps: int = 20) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
 
 
-def time_miiii(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
+def time_miiii(preset: str, sets: list[str], steps: int, chunk: int, repeats: int = 1) -> dict:
+    """steps/s of the bare jitted chunk: the median of `repeats` windows of `steps` steps, after the compile and one
+    untimed warm-up window (the first window after a compile runs up to 10 % slow on a CPU)."""
     cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", *sets])
     task = prepare(cfg)
     trainer = make_trainer(cfg, task)
@@ -76,14 +79,17 @@ def time_miiii(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
     state, m = trainer.chunk(state, data, chunk)
     jax.block_until_ready(m)
     compile_s = time.perf_counter() - t0  # includes one chunk of steps
-    t0 = time.perf_counter()
-    done = 0
-    while done < steps:
-        state, m = trainer.chunk(state, data, chunk)
-        done += chunk
-    jax.block_until_ready(m)
-    dt = time.perf_counter() - t0
-    return dict(cfg=cfg, task=task, steps_per_s=done / dt, compile_s=compile_s)
+    samples = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        done = 0
+        while done < steps:
+            state, m = trainer.chunk(state, data, chunk)
+            done += chunk
+        jax.block_until_ready(m)
+        samples.append(done / (time.perf_counter() - t0))
+    samples = samples[1:]
+    return dict(cfg=cfg, task=task, steps_per_s=float(np.median(samples)), samples=samples, compile_s=compile_s)
 
 
 def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
@@ -147,8 +153,8 @@ def rss_over_run(chunks: int) -> dict:
                 rss_growth_mb=float(np.mean(rss[half:]) - np.mean(rss[1:half])), steps=100 * chunks)
 
 
-def vmap_seeds(n_seeds: int, steps: int) -> dict:
-    """n seeds vmapped into one program vs one seed: the cost factor."""
+def vmap_seeds(n_seeds: int, steps: int, repeats: int = 1) -> dict:
+    """n seeds vmapped into one program vs one seed: the cost factor (median of `repeats` timings of each)."""
     cfg = apply_overrides(get_preset("nanda-tiny"), [f"steps={steps}", f"chunk={steps}"])
     task = prepare(cfg)
     trainer = make_trainer(cfg, task)
@@ -157,13 +163,13 @@ def vmap_seeds(n_seeds: int, steps: int) -> dict:
     one = jax.jit(lambda s: trainer.raw_chunk(s, data, steps))
 
     def timed(f, state):
-        jax.block_until_ready(f(state))  # compile
+        jax.block_until_ready(f(state))  # compile (then cached) and warm-up
         t0 = time.perf_counter()
         jax.block_until_ready(f(state))
         return time.perf_counter() - t0
 
-    t_many = timed(many, jax.vmap(trainer.init)(jnp.arange(n_seeds)))
-    t_one = timed(one, trainer.init(0))
+    t_many = float(np.median([timed(many, jax.vmap(trainer.init)(jnp.arange(n_seeds))) for _ in range(repeats)]))
+    t_one = float(np.median([timed(one, trainer.init(0)) for _ in range(repeats)]))
     return dict(n_seeds=n_seeds, one_seed_s=t_one, vmapped_s=t_many, factor=t_many / t_one)
 
 
@@ -174,13 +180,18 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", "--smoke", action="store_true", help="fewer steps (about a minute on 2 cores)")
     ap.add_argument("--out", type=Path, default=Path("bench.json"), help="where to write the results (bench.json)")
     ap.add_argument("--skip-reference", action="store_true", help="time miiii only (no PyTorch needed)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timings per side and config; medians are reported (default 3, --quick 1)")
     args = ap.parse_args(argv)
 
     threads = os.cpu_count() or 1
     q = args.quick
+    reps = args.repeats or (1 if q else 3)
+    # an accelerator runs these steps in milliseconds: time 20x as many (the references stay on the CPU)
+    gpu = 1 if jax.default_backend() == "cpu" else 20
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {threads} CPU threads, "
           f"jax {jax.__version__}")
-    peak = matmul_peak()
+    peak = matmul_peak() if jax.default_backend() == "cpu" else matmul_peak(8192)
     print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
 
     # name, preset, overrides, reference script + args, flop fn, (steps, chunk) plain, (steps, chunk) recorded
@@ -195,26 +206,34 @@ def main(argv=None) -> int:
          book_fwd_flops, (100, 100) if q else (400, 100), (100, 100) if q else (400, 100)),
     ]
     rows = []
+    nan = float("nan")
     for name, preset, sets, script, ref_args, flops_fn, (steps, chunk), recorded in configs:
-        r = time_miiii(preset, sets, steps, chunk)
+        r = time_miiii(preset, sets, steps * gpu, chunk * gpu, reps)
         cfg, task = r["cfg"], r["task"]
         fwd = flops_fn(cfg, task)
         batch = cfg.train.batch_size or len(task.train.x)
         n_eval = len(task.valid.x) if cfg.train.eval_every == 1 else 0
         step_flops = 3 * fwd * batch + fwd * n_eval  # forward + backward (2x) on the batch, validation forward
         ours = r["steps_per_s"]
-        rec = time_recorded(preset, sets, *recorded) if recorded else None
-        ref = None if args.skip_reference else time_reference(args.peers / script, ref_args, threads)
+        recs = [time_recorded(preset, sets, *(gpu * v for v in recorded)) for _ in range(reps)] if recorded else []
+        rec = recs and dict(recs[len(recs) // 2], steps_per_s=float(np.median([x["steps_per_s"] for x in recs])),
+                            samples=[x["steps_per_s"] for x in recs])
+        refs = [] if args.skip_reference else [time_reference(args.peers / script, ref_args, threads)
+                                               for _ in range(reps)]
+        refs = [x for x in refs if x is not None]
+        ref = float(np.median(refs)) if refs else None
         gflops = ours * step_flops / 1e9
         row = dict(config=name, miiii_steps_per_s=ours, reference_steps_per_s=ref,
                    ratio=(ours / ref) if ref else None, compile_s=r["compile_s"], gflop_per_step=step_flops / 1e9,
                    achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval),
-                   recorded_steps_per_s=rec and rec["steps_per_s"],
-                   recording_overhead=rec and ours / rec["steps_per_s"] - 1, recording=rec)
+                   recorded_steps_per_s=rec["steps_per_s"] if rec else None,
+                   recording_overhead=ours / rec["steps_per_s"] - 1 if rec else None, recording=rec or None,
+                   samples=dict(miiii=r["samples"], reference=refs, recorded=rec["samples"] if rec else []),
+                   ratio_range=[min(r["samples"]) / max(refs), max(r["samples"]) / min(refs)] if refs else None)
         rows.append(row)
-        nan = float("nan")
+        spread = f" ({row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f})" if refs and reps > 1 else ""
         print(f"{name:<17} miiii {ours:7.2f} steps/s | reference {ref or nan:7.2f} | "
-              f"ratio {row['ratio'] or nan:5.2f}x | "
+              f"ratio {row['ratio'] or nan:5.2f}x{spread} | "
               f"{gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | compile+1st chunk {r['compile_s']:4.1f} s | "
               f"with default recording {rec['steps_per_s'] if rec else nan:7.2f} steps/s "
               f"({row['recording_overhead'] if rec else nan:+.1%})", flush=True)
@@ -224,13 +243,13 @@ def main(argv=None) -> int:
     if rss:
         print(f"  RSS {rss['rss_mb_first_half']:.0f} MB -> {rss['rss_mb_second_half']:.0f} MB over {rss['steps']} "
               f"steps (growth {rss['rss_growth_mb']:+.1f} MB)")
-    vm = vmap_seeds(8, 200 if q else 500)
+    vm = vmap_seeds(8, (200 if q else 500) * gpu, reps)
     print(f"vmapped seeds: 8 seeds take {vm['factor']:.2f}x one seed's time "
           f"({vm['vmapped_s']:.2f} s vs {vm['one_seed_s']:.2f} s)")
 
     result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,
-                  matmul_peak_gflops=peak, configs=rows, rss=rss, vmap_seeds=vm)
+                  matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss, vmap_seeds=vm)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")
     return 0

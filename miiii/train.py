@@ -161,11 +161,12 @@ def make_trainer(
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         k = train_loss.shape[0]
-        valid_loss, valid_acc = jax.lax.cond(
-            t % eval_every == 0,
-            lambda: evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:],
-            lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)),
-        )
+        validate = lambda: evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:]  # noqa: E731
+        if eval_every == 1:  # every step (the paper presets): no lax.cond, which an accelerator may sync on
+            valid_loss, valid_acc = validate()
+        else:
+            valid_loss, valid_acc = jax.lax.cond(
+                t % eval_every == 0, validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
         metrics = dict(
             loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc,
             grad_norm=jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(grads)]),  # raw, per matrix
@@ -182,7 +183,10 @@ def make_trainer(
         `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
         (static; the default assumes the chunk starts at a multiple of every `every`).
         """
-        order = epoch_order(state.key, state.step // per_epoch, n_train) if batch else jnp.zeros((0,), jnp.int32)
+        order = jnp.zeros((0,), jnp.int32)
+        if batch:  # the running epoch's order; a chunk that starts an epoch leaves it to the step's cond (one sort)
+            order = jax.lax.cond(state.step % per_epoch == 0, lambda: jnp.zeros((n_train,), jnp.int32),
+                                 lambda: epoch_order(state.key, state.step // per_epoch, n_train))
         if not record_groups:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
             return state, metrics
