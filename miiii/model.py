@@ -62,9 +62,11 @@ class Attention(nn.Module):
 
     @nn.compact
     def __call__(self, h, fold=None):  # h: (b, t, d)
-        """`fold = (tokens, W_E, W_pos)` when h is the bare embedding (block 0, no LayerNorm): Q, K, V are
-        then gathered from |vocab|-row tables W_E @ W and W_pos @ W instead of b*t-row matmuls (the same
-        sums, only associated differently)."""
+        """Block 0's input is a function of (token, position) alone, so its Q, K, V can be gathered from tables
+        instead of b*t-row matmuls (the same sums, only associated differently). `fold = (tokens, W_E, W_pos)`
+        when h is the bare embedding (no LayerNorm): tables W_E @ W and W_pos @ W of |vocab| and t rows.
+        `fold = (tokens, table)` with table (|vocab|, t, d) the block's input for each (token, position) (the
+        LayerNorm of every embedding + position pair): one table of |vocab| * t rows."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         H, d, e = c.n_heads, c.d_model, c.d_head
         W_Q = self.param("W_Q", init.matrix(d), (H, d, e))
@@ -80,8 +82,12 @@ class Attention(nn.Module):
             if fold is None:
                 x = h[:, -1:] if last else h
                 return (x.reshape(-1, d) @ W).reshape(b, x.shape[1], -1)
-            tokens, W_E, W_pos = fold
             pos = slice(t - 1, t) if last else slice(0, t)
+            if len(fold) == 2:  # (tokens, table (V, t, d)): row v * t + i of table @ W is token v at position i
+                tokens, table = fold
+                rows = tokens[:, pos] * t + jnp.arange(t)[pos][None]
+                return (table.reshape(-1, d) @ W)[rows]
+            tokens, W_E, W_pos = fold
             return (W_E @ W)[tokens[:, pos]] + (W_pos[pos] @ W)[None]
 
         if self.last_only:
@@ -136,7 +142,13 @@ class Block(nn.Module):
         c = self.cfg
         norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
-        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(norm("ln1")(h), fold)
+        if fold is not None and c.layer_norm:  # LN of every (token, position) pair, gathered by the attention
+            tokens, W_E, W_pos = fold
+            fold = (tokens, norm("ln1")(W_E[:, None] + W_pos[None]))  # (V, t, d)
+            attn_in = h  # unused: Q, K, V come from the table
+        else:
+            attn_in = norm("ln1")(h)
+        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(attn_in, fold)
         h = h[:, -1:] if self.last_only else h
         h = drop(h + attn_out)
         mid = h
@@ -183,7 +195,7 @@ class Transformer(nn.Module):
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
             rate = c.dropout if dropout is None else dropout
-            fold = (x, W_E, pos) if i == 0 and not c.layer_norm else None  # block 0 reads the bare embedding
+            fold = (x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
             h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
         if c.layer_norm:
