@@ -4,12 +4,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, RunConfig, apply_overrides, get_preset
+from miiii.config import ConfigError, RecordConfig, RunConfig, apply_overrides, get_preset
 from miiii.runner import train_run
 from miiii.sweep import make_members, parse_grid, run_sweep
 
@@ -19,6 +20,7 @@ BASE = ["steps=24", "chunk=12", "p=23", "valid_size=50", "d_model=32"]
 
 def solo(member_dir: Path, tmp: Path) -> dict:
     cfg = RunConfig.from_dict(json.loads((member_dir / "config.json").read_text()))
+    cfg = replace(cfg, record=RecordConfig())  # a sweep records no activations: the metrics are what is compared
     train_run(cfg, tmp / ("solo-" + member_dir.name), progress=False)
     return dict(np.load(tmp / ("solo-" + member_dir.name) / "metrics.npz"))
 
