@@ -85,8 +85,9 @@ bench: $(STAMP)  ## time miiii against the PyTorch references in ../shared/peers
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
-test: $(STAMP)  ## run the test suite (CPU, under 10 minutes on 2 cores)
-	$(BIN)/python -m pytest -q $(ARGS)
+JOBS ?= 2
+test: $(STAMP)  ## run the test suite in JOBS=2 pytest workers (CPU, under 10 minutes on 2 cores)
+	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal $(ARGS)
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .

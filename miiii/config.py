@@ -219,7 +219,8 @@ PAPER_CPU_NANDA = _set(
 
 PRESETS: dict[str, tuple[RunConfig, str]] = {
     "nanda": (_NANDA, "Nanda et al. 2023: (x0 + x1) mod 113, d 128, wd 1.0, 40k full-batch steps, no grokfast"),
-    "miiii": (_MIIII, "the paper (Table 2): x0 + x1*113 mod every prime < 113, 29 tasks, grokfast, 65,536 steps"),
+    "miiii": (_MIIII, "the paper (Table 2): x0 + x1*113 mod every prime < 113, 29 tasks, grokfast, 50 % train, "
+                      "65,536 steps"),
     "miiii-masked": (_set(_MIIII, task=dict(variant="masked")), "miiii with q in {2,3,5,7} out of the loss"),
     "miiii-basis": (_set(_MIIII, task=dict(variant="basis")), "miiii with shuffled labels (no structure)"),
     "addition": (_ADDITION, "the book: 3-digit addition, reversed sum, 17,760 params, 150 epochs of batch 512"),
