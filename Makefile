@@ -74,7 +74,7 @@ figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN
 paper: $(STAMP)  ## the paper's six runs at full scale (GPU), all figures, results/paper/results.md
 	$(BIN)/python experiments/paper.py $(ARGS)
 
-paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, ~15 minutes on 2 cores): results/paper-cpu/
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 minutes on 2 cores): results/paper-cpu/
 	$(BIN)/python experiments/paper.py --smoke $(ARGS)
 
 TORCH ?= torch>=2.3
