@@ -2,7 +2,7 @@
 
     make bench                      # or: python experiments/bench.py [--quick] [--peers ../shared/peers]
 
-Runtime: ~12 minutes on a 2-core CPU (--quick: ~1.5 minutes); on a GPU a minute or two for the miiii side,
+Runtime: ~12 minutes on a 2-core CPU (--quick: ~3 minutes); on a GPU a minute or two for the miiii side,
 which then times 20x as many steps (the PyTorch references are CPU-eager timing baselines and run on the CPU).
 Every figure is the median of --repeats timings (default 3) per side; the ratio's range over them is printed too.
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
@@ -49,10 +49,12 @@ def paper_fwd_flops(cfg, task) -> float:
 
 
 def book_fwd_flops(cfg, task) -> float:
+    """Matmul FLOPs of one forward pass per sample of the book model: every position in every block, except block
+    0's Q, K, V, gathered from a table of LN(W_E[v] + W_pos[i]) @ W (a per-step cost, left out)."""
     m, t = cfg.model, task.n_ctx
     d, dm = m.d_model, m.mlp_dim
     per_layer = t * (4 * 2 * d * d + 2 * 2 * d * dm) + 2 * 2 * t * t * d
-    return m.n_layers * per_layer + 2 * t * d * task.d_vocab
+    return m.n_layers * per_layer - t * 3 * 2 * d * d + 2 * t * d * task.d_vocab
 
 
 def matmul_peak(n: int = 1024, reps: int = 20) -> float:
@@ -177,12 +179,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", type=Path, default=ROOT.parent / "shared" / "peers",
                     help="folder with torch_paper.py and torch_adder.py (default ../shared/peers)")
-    ap.add_argument("--quick", "--smoke", action="store_true", help="fewer steps (about a minute on 2 cores)")
+    ap.add_argument("--quick", "--smoke", action="store_true",
+                    help="fewer steps and one repeat (a few minutes on 2 cores; rough figures, the recording "
+                         "overhead most)")
     ap.add_argument("--out", type=Path, default=Path("bench.json"), help="where to write the results (bench.json)")
     ap.add_argument("--skip-reference", action="store_true", help="time miiii only (no PyTorch needed)")
     ap.add_argument("--repeats", type=int, default=None,
                     help="timings per side and config; medians are reported (default 3, --quick 1)")
     args = ap.parse_args(argv)
+    missing = [n for n in ("torch_paper.py", "torch_adder.py") if not (args.peers / n).is_file()]
+    if missing and not args.skip_reference:  # a table of NaN ratios would look like a measurement
+        print(f"error: the PyTorch references ({', '.join(missing)}) are not in {args.peers}; pass --peers DIR "
+              "(make bench ARGS='--peers DIR') or --skip-reference", file=sys.stderr)
+        return 2
 
     threads = os.cpu_count() or 1
     q = args.quick
