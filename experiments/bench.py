@@ -175,6 +175,22 @@ def vmap_seeds(n_seeds: int, steps: int, repeats: int = 1) -> dict:
     return dict(n_seeds=n_seeds, one_seed_s=t_one, vmapped_s=t_many, factor=t_many / t_one)
 
 
+def bench_configs(quick: bool) -> list[tuple]:
+    """(name, preset, overrides, reference script, its args, flop fn, (steps, chunk) plain, (steps, chunk) recorded
+    or None) per row of the table; steps are CPU-sized (main scales them on an accelerator)."""
+    q = quick
+    return [
+        ("nanda p113 d128", "nanda", ["p=113"], "torch_paper.py", ["--task", "nanda", "--steps", "10" if q else "30"],
+         paper_fwd_flops, (20, 10) if q else (60, 20), (100, 50) if q else (200, 100)),
+        # the reference trains on 30 % (its default): so does this row, whatever the preset's split
+        ("miiii p113 d256", "miiii", ["task.train_frac=0.3"], "torch_paper.py",
+         ["--task", "miiii", "--steps", "4" if q else "10"],
+         paper_fwd_flops, (4, 2) if q else (12, 4), None if q else (256, 128)),
+        ("book adder b512", "addition", ["eval_every=1000000"], "torch_adder.py", ["100" if q else "300"],
+         book_fwd_flops, (100, 100) if q else (400, 100), (100, 100) if q else (400, 100)),
+    ]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", type=Path, default=ROOT.parent / "shared" / "peers",
@@ -187,7 +203,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None,
                     help="timings per side and config; medians are reported (default 3, --quick 1)")
     args = ap.parse_args(argv)
-    missing = [n for n in ("torch_paper.py", "torch_adder.py") if not (args.peers / n).is_file()]
+    configs = bench_configs(args.quick)
+    missing = sorted({c[3] for c in configs if not (args.peers / c[3]).is_file()})
     if missing and not args.skip_reference:  # a table of NaN ratios would look like a measurement
         print(f"error: the PyTorch references ({', '.join(missing)}) are not in {args.peers}; pass --peers DIR "
               "(make bench ARGS='--peers DIR') or --skip-reference", file=sys.stderr)
@@ -196,35 +213,24 @@ def main(argv=None) -> int:
     threads = os.cpu_count() or 1
     q = args.quick
     reps = args.repeats or (1 if q else 3)
-    # an accelerator runs these steps in milliseconds: time 20x as many (the references stay on the CPU)
-    gpu = 1 if jax.default_backend() == "cpu" else 20
+    on_cpu = jax.default_backend() == "cpu"
+    scale = 1 if on_cpu else 20  # an accelerator runs these steps in milliseconds: time 20x as many (refs: CPU)
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {threads} CPU threads, "
           f"jax {jax.__version__}")
-    peak = matmul_peak() if jax.default_backend() == "cpu" else matmul_peak(8192)
+    peak = matmul_peak() if on_cpu else matmul_peak(8192)
     print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
 
-    # name, preset, overrides, reference script + args, flop fn, (steps, chunk) plain, (steps, chunk) recorded
-    configs = [
-        ("nanda p113 d128", "nanda", ["p=113"], "torch_paper.py", ["--task", "nanda", "--steps", "10" if q else "30"],
-         paper_fwd_flops, (20, 10) if q else (60, 20), (100, 50) if q else (200, 100)),
-        # the reference trains on 30 % (its default): so does this row, whatever the preset's split
-        ("miiii p113 d256", "miiii", ["task.train_frac=0.3"], "torch_paper.py",
-         ["--task", "miiii", "--steps", "4" if q else "10"],
-         paper_fwd_flops, (4, 2) if q else (12, 4), None if q else (256, 128)),
-        ("book adder b512", "addition", ["eval_every=1000000"], "torch_adder.py", ["100" if q else "300"],
-         book_fwd_flops, (100, 100) if q else (400, 100), (100, 100) if q else (400, 100)),
-    ]
     rows = []
     nan = float("nan")
     for name, preset, sets, script, ref_args, flops_fn, (steps, chunk), recorded in configs:
-        r = time_miiii(preset, sets, steps * gpu, chunk * gpu, reps)
+        r = time_miiii(preset, sets, steps * scale, chunk * scale, reps)
         cfg, task = r["cfg"], r["task"]
         fwd = flops_fn(cfg, task)
         batch = cfg.train.batch_size or len(task.train.x)
         n_eval = len(task.valid.x) if cfg.train.eval_every == 1 else 0
         step_flops = 3 * fwd * batch + fwd * n_eval  # forward + backward (2x) on the batch, validation forward
         ours = r["steps_per_s"]
-        recs = [time_recorded(preset, sets, *(gpu * v for v in recorded)) for _ in range(reps)] if recorded else []
+        recs = [time_recorded(preset, sets, *(scale * v for v in recorded)) for _ in range(reps)] if recorded else []
         rec = recs and dict(recs[len(recs) // 2], steps_per_s=float(np.median([x["steps_per_s"] for x in recs])),
                             samples=[x["steps_per_s"] for x in recs])
         refs = [] if args.skip_reference else [time_reference(args.peers / script, ref_args, threads)
@@ -252,7 +258,7 @@ def main(argv=None) -> int:
     if rss:
         print(f"  RSS {rss['rss_mb_first_half']:.0f} MB -> {rss['rss_mb_second_half']:.0f} MB over {rss['steps']} "
               f"steps (growth {rss['rss_growth_mb']:+.1f} MB)")
-    vm = vmap_seeds(8, (200 if q else 500) * gpu, reps)
+    vm = vmap_seeds(8, (200 if q else 500) * scale, reps)
     print(f"vmapped seeds: 8 seeds take {vm['factor']:.2f}x one seed's time "
           f"({vm['vmapped_s']:.2f} s vs {vm['one_seed_s']:.2f} s)")
 

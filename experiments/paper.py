@@ -54,9 +54,12 @@ SMOKE_ROLES = [r for r in ROLES if r != "nodropout"]
 # Per-step recording for Fig. 16 (MLP neurons over the whole grid, attention) and, for nanda only, Nanda's progress
 # measures (logits over the grid, W_E): applied only when the config has a `record` section (miiii/record.py). miiii's
 # logits are left out: 29 heads over 12,769 inputs would be 80 MB a row (10 GiB for the run), and nothing reads them.
-RECORD = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern", "record.params=W_E,W_pos",
-          "record.inputs=grid"]
-RECORD_NANDA = ["record.acts=blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern,logits"]
+ACTS = "blocks.0.mlp.hook_post,blocks.0.attn.hook_pattern"
+
+
+def _record(role: str) -> list[str]:
+    return [f"record.acts={ACTS}" + (",logits" if role == "nanda" else ""), "record.params=W_E,W_pos",
+            "record.inputs=grid"]
 
 
 def _divisor_at_most(n: int, k: int) -> int:
@@ -71,7 +74,7 @@ def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
     if "record" in cfg.to_dict():
         chunk = cfg.train.chunk
         every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
-        extra += RECORD + (RECORD_NANDA if role == "nanda" else [])
+        extra += _record(role)
         extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
 

@@ -9,15 +9,17 @@ head tied to the token embedding). Weight and activation names follow Transforme
 With `readout="last"` the final block computes queries, attention output, MLP and unembedding at
 the last position only (keys and values at every position); the logits are exactly those of the
 full computation, and that block's activations are those of the last position. Two more exact
-shortcuts (tests/test_model.py checks logits and gradients against a textbook forward): a first block
-without LayerNorm gathers Q, K, V from `W_E @ W` tables, and the per-slot unembedding runs in buckets of
-slots, each only as wide as its widest task (classes beyond that are never labels; their logits are 0).
+shortcuts (tests/test_model.py checks logits and gradients against a textbook forward): the first block
+gathers Q, K, V from tables over the vocabulary (`EmbedTables`, `PairTable`), and the per-slot unembedding
+runs in buckets of slots, each only as wide as its widest task (classes beyond that are never labels; their
+logits are 0).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -56,17 +58,38 @@ class Init:
         return _uniform(1 / math.sqrt(fan_in)) if self.scheme == "torch" else nn.initializers.zeros
 
 
+class EmbedTables(NamedTuple):
+    """Block 0 without LayerNorm reads W_E[tokens] + W_pos, so its projection x @ W is (W_E @ W)[tokens] + W_pos @ W:
+    |vocab| + t rows through the matmul instead of b * t (the same sums, only associated differently)."""
+
+    tokens: jax.Array  # (b, t) int
+    W_E: jax.Array  # (V, d)
+    W_pos: jax.Array  # (t, d)
+
+    def project(self, W, pos: slice):  # -> (b, positions, n)
+        return (self.W_E @ W)[self.tokens[:, pos]] + (self.W_pos[pos] @ W)[None]
+
+
+class PairTable(NamedTuple):
+    """Block 0 with LayerNorm reads one of |vocab| * t rows LN(W_E[v] + W_pos[i]): row v * t + i of table @ W is
+    token v at position i."""
+
+    tokens: jax.Array  # (b, t) int
+    table: jax.Array  # (V, t, d)
+
+    def project(self, W, pos: slice):  # -> (b, positions, n)
+        _, t, d = self.table.shape
+        rows = self.tokens[:, pos] * t + jnp.arange(t)[pos][None]
+        return (self.table.reshape(-1, d) @ W)[rows]
+
+
 class Attention(nn.Module):
     cfg: ModelConfig
     last_only: bool  # queries at the last position only
 
     @nn.compact
-    def __call__(self, h, fold=None):  # h: (b, t, d)
-        """Block 0's input is a function of (token, position) alone, so its Q, K, V can be gathered from tables
-        instead of b*t-row matmuls (the same sums, only associated differently). `fold = (tokens, W_E, W_pos)`
-        when h is the bare embedding (no LayerNorm): tables W_E @ W and W_pos @ W of |vocab| and t rows.
-        `fold = (tokens, table)` with table (|vocab|, t, d) the block's input for each (token, position) (the
-        LayerNorm of every embedding + position pair): one table of |vocab| * t rows."""
+    def __call__(self, h, fold: EmbedTables | PairTable | None = None):  # h: (b, t, d)
+        """Block 0's input is a function of (token, position) alone: `fold` then projects it from tables."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         H, d, e = c.n_heads, c.d_model, c.d_head
         W_Q = self.param("W_Q", init.matrix(d), (H, d, e))
@@ -82,13 +105,7 @@ class Attention(nn.Module):
             if fold is None:
                 x = h[:, -1:] if last else h
                 return (x.reshape(-1, d) @ W).reshape(b, x.shape[1], -1)
-            pos = slice(t - 1, t) if last else slice(0, t)
-            if len(fold) == 2:  # (tokens, table (V, t, d)): row v * t + i of table @ W is token v at position i
-                tokens, table = fold
-                rows = tokens[:, pos] * t + jnp.arange(t)[pos][None]
-                return (table.reshape(-1, d) @ W)[rows]
-            tokens, W_E, W_pos = fold
-            return (W_E @ W)[tokens[:, pos]] + (W_pos[pos] @ W)[None]
+            return fold.project(W, slice(t - 1, t) if last else slice(0, t))
 
         if self.last_only:
             q = project(flat(W_Q), last=True).reshape(b, tq, H, e)
@@ -138,13 +155,12 @@ class Block(nn.Module):
     last_only: bool
 
     @nn.compact
-    def __call__(self, h, train: bool, rate, fold=None):
+    def __call__(self, h, train: bool, rate, fold: EmbedTables | None = None):
         c = self.cfg
         norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
         if fold is not None and c.layer_norm:  # LN of every (token, position) pair, gathered by the attention
-            tokens, W_E, W_pos = fold
-            fold = (tokens, norm("ln1")(W_E[:, None] + W_pos[None]))  # (V, t, d)
+            fold = PairTable(fold.tokens, norm("ln1")(fold.W_E[:, None] + fold.W_pos[None]))  # table (V, t, d)
             attn_in = h  # unused: Q, K, V come from the table
         else:
             attn_in = norm("ln1")(h)
@@ -195,7 +211,7 @@ class Transformer(nn.Module):
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
             rate = c.dropout if dropout is None else dropout
-            fold = (x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
+            fold = EmbedTables(x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
             h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
         if c.layer_norm:

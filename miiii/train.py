@@ -161,7 +161,9 @@ def make_trainer(
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         k = train_loss.shape[0]
-        validate = lambda: evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:]  # noqa: E731
+        def validate():
+            return evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:]
+
         if eval_every == 1:  # every step (the paper presets): no lax.cond, which an accelerator may sync on
             valid_loss, valid_acc = validate()
         else:

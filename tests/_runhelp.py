@@ -1,10 +1,11 @@
-"""Shared by the recording/resume/hardening tests: small configs, one cached reference run, comparisons."""
+"""Shared by the tests: small configs, one cached reference run, comparisons, loading a script as a module."""
 
 from __future__ import annotations
 
 import atexit
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,6 +20,16 @@ import numpy as np
 from miiii.config import apply_overrides, get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+
+def load_module(path: Path):
+    """A script that is not part of the package (experiments/*.py, an exported adder) as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 # One persistent compilation cache for this test session and the CLI processes it starts: a subprocess
 # then loads the programs the in-process runs compiled (the same executables, so bits cannot differ)

@@ -1,12 +1,12 @@
 """The benchmark's analytic FLOP counts against the matmuls jax actually traces, and its refusal without references."""
 
-import importlib.util
 from math import prod
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import pytest
+from _runhelp import load_module
 from jax.extend.core import jaxprs_in_params
 
 from miiii.config import apply_overrides, get_preset
@@ -14,9 +14,7 @@ from miiii.model import build_model
 from miiii.tasks import make_task
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bench", ROOT / "experiments" / "bench.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+bench = load_module(ROOT / "experiments" / "bench.py")
 
 
 def dot_flops(jaxpr) -> int:

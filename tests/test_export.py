@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import load_module
 
 from miiii.cli import main as cli_main
 from miiii.config import ConfigError, apply_overrides, get_preset, validate
@@ -17,13 +17,6 @@ from miiii.export import export_adder
 from miiii.runner import flatten_params
 from miiii.tasks import make_task
 from miiii.train import make_trainer
-
-
-def load_module(path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _untrained_run(path, overrides):

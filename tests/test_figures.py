@@ -1,18 +1,23 @@
 """The figures command on tiny runs writes every expected file; results.md is generated from the runs."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
+import jax
+import matplotlib.axes
 import pytest
+from _runhelp import load_module
 
 from miiii import analysis as A
+from miiii import plots
 from miiii.cli import main
-from miiii.config import ConfigError, apply_overrides, get_preset
+from miiii.config import ConfigError, apply_overrides, get_preset, validate
+from miiii.record import plan
 from miiii.report import claims, results_markdown
 from miiii.rundir import load_run
-from miiii.runner import train_run
+from miiii.runner import prepare, train_run
+from miiii.train import make_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
@@ -86,9 +91,7 @@ def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
 
 
 def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
-    spec = importlib.util.spec_from_file_location("paper", ROOT / "experiments" / "paper.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(ROOT / "experiments" / "paper.py")
     doc = mod.__doc__
     assert "python experiments/paper.py" in doc and "--smoke" in doc
     assert "Expected runtime" in doc and "Expected result" in doc
@@ -110,16 +113,7 @@ def test_results_has_the_no_dropout_appendix_row(runs):
 def test_full_paper_recordings_fit_the_default_budget():
     """`make paper` at the paper's scale: every role's recording (Fig. 16 grid, nanda's logits) fits 2 GiB, and
     miiii's every-256-steps rate makes Table 3's step 256 a recorded row."""
-    from miiii.config import validate
-    from miiii.record import plan
-    from miiii.runner import prepare
-    from miiii.train import make_trainer
-
-    spec = importlib.util.spec_from_file_location("paper", ROOT / "experiments" / "paper.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    import jax
-
+    mod = load_module(ROOT / "experiments" / "paper.py")
     for role, (full, _) in mod.ROLES.items():
         cfg = get_preset(full)
         cfg = validate(apply_overrides(cfg, mod.overrides(cfg, role, smoke=False, steps=None)))
@@ -133,10 +127,6 @@ def test_full_paper_recordings_fit_the_default_budget():
 
 def test_curves_draw_at_most_max_points_per_task(runs, tmp_path, monkeypatch):
     """A 65,536-step run's curves are drawn from log-spaced evaluated steps only (first and last kept)."""
-    import matplotlib.axes
-
-    from miiii import plots
-
     run = load_run(runs["miiii"])
     lengths = []
     orig = matplotlib.axes.Axes.plot
@@ -146,3 +136,27 @@ def test_curves_draw_at_most_max_points_per_task(runs, tmp_path, monkeypatch):
     n = len(run.metrics["step"])
     assert n > 7 and len(lengths) == 2 * len(run.metrics["task_names"])
     assert all(k == 7 and first == 1 and last == n for first, last, k in lengths)
+
+
+def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp_path, monkeypatch, capsys):
+    """`paper.py --set` reaches the run's config (beside the recording overrides); `--reuse` continues a run that
+    died after its first checkpoint instead of retraining it."""
+    paper = load_module(ROOT / "experiments" / "paper.py")
+    sets = ["p=13", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "train.chunk=20", "ckpt.every=20"]
+    train = paper.train_run
+
+    def dies_after_first_chunk(cfg, run_dir, progress):
+        def crash(step):
+            raise RuntimeError(f"killed at step {step}")
+        return train(cfg, run_dir, progress=progress, on_chunk=crash)
+
+    monkeypatch.setattr(paper, "train_run", dies_after_first_chunk)
+    with pytest.raises(RuntimeError, match="killed at step 20"):
+        paper.run_all(tmp_path, True, ["nanda"], reuse=False, progress=False, steps=40, sets=sets)
+    monkeypatch.setattr(paper, "train_run", lambda *a, **k: pytest.fail("--reuse retrained an interrupted run"))
+    runs = paper.run_all(tmp_path, True, ["nanda"], reuse=True, progress=False, steps=40, sets=sets)
+    assert "nanda: resumed" in capsys.readouterr().out
+    run = runs["nanda"]
+    assert run.config.task.p == 13 and run.config.model.d_model == 32 and run.config.train.steps == 40
+    assert "logits" in run.config.record.acts and run.config.record.inputs == "grid"  # the experiment's recording
+    assert run.summary["resumed_from"] == 20 and len(run.metrics["step"]) == 40
