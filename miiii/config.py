@@ -21,6 +21,7 @@ class ConfigError(ValueError):
 
 TASKS = ("nanda", "miiii", "addition", "reversal")
 VARIANTS = ("none", "masked", "basis")
+PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
 
 
 def is_prime(n: int) -> bool:
@@ -92,6 +93,10 @@ class TrainConfig:
     eval_every: int = 1  # validation metrics every k steps (NaN in between)
     chunk: int = 500  # steps per jitted lax.scan call; the progress bar moves once a chunk
     seed: int = 0  # parameter init, dropout and minibatch order
+    # float32 matmul precision inside every jitted function: highest = true float32 (the paper and book presets);
+    # high = TF32 / 3-pass bf16, default = the backend's fastest (TF32 on recent NVIDIA GPUs, bf16 on TPUs).
+    # CPUs compute float32 whatever is asked, so this changes nothing there.
+    precision: str = "highest"
 
 
 @dataclass(frozen=True)
@@ -474,6 +479,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"optim.ema_init = '{o.ema_init}': choose first or zeros")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
+    if tr.precision not in PRECISIONS:
+        raise ConfigError(f"train.precision = '{tr.precision}': choose {', '.join(PRECISIONS)}")
     if tr.steps < 1:
         raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:

@@ -37,7 +37,15 @@ from miiii.files import RunError, io_fault, save_npz_atomic, write_json_atomic
 from miiii.model import count_params
 from miiii.record import ActsWriter, GiB, check_budget, describe, plan
 from miiii.tasks import Task, make_task
-from miiii.train import METRIC_KEYS, evaluate_split, greedy_decode, make_trainer, steps_per_epoch, task_data
+from miiii.train import (
+    METRIC_KEYS,
+    evaluate_split,
+    greedy_decode,
+    make_trainer,
+    numerics,
+    steps_per_epoch,
+    task_data,
+)
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -353,8 +361,7 @@ class Session:
         summary.update(
             n_params=n_params, wall_s=round(wall, 3), compile_s=round(compile_s or 0.0, 3),
             steps_per_s=round(ran / max(wall - (compile_s or 0.0), 1e-9), 2) if ran > cfg.train.chunk else None,
-            device=str(jax.devices()[0].device_kind), backend=jax.default_backend(),
-            record_bytes=self.rec.nbytes, record_submit_s=round(rec_s, 3), resumed_from=resumed_from,
+            **numerics(cfg), record_bytes=self.rec.nbytes, record_submit_s=round(rec_s, 3), resumed_from=resumed_from,
         )
         write_json_atomic(self.run_dir / "summary.json", summary)
         return summary

@@ -30,8 +30,8 @@ from miiii.analysis import grok_steps, last_evaluated
 from miiii.config import ConfigError, RunConfig, resolve_key, validate
 from miiii.files import save_npz_atomic, write_json_atomic
 from miiii.optim import TRACEABLE
-from miiii.runner import check_run_dir, flatten_params, prepare
-from miiii.train import METRIC_KEYS, make_trainer, task_data
+from miiii.runner import check_run_dir, flatten_params, prepare, summarize
+from miiii.train import METRIC_KEYS, make_trainer, numerics, task_data
 
 SWEEPABLE = {f"optim.{k}" for k in TRACEABLE} | {"model.dropout"}
 
@@ -141,13 +141,14 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
         save_npz_atomic(run / "metrics.npz", step=step_axis, task_names=np.array(task.task_names),
                         grad_names=np.array(trainer.grad_names), **mh)
-        save_npz_atomic(run / "params.npz", **flatten_params(jax.tree.map(lambda a, i=mem.index: a[i],
-                                                                          states.params)))
         per_task = grok_steps(step_axis, mh["valid_acc"])
         grok_all = None if None in per_task else max(per_task)
-        summary = dict(task=task.name, task_names=list(task.task_names), steps=steps, seed=mem.seed,
-                       values=mem.values, grok_step=dict(zip(task.task_names, per_task, strict=True)),
-                       grok_step_all=grok_all, final_valid_acc=last_evaluated(mh["valid_acc"]).tolist())
+        params = jax.tree.map(lambda a, i=mem.index: a[i], states.params)
+        # the same summary as a solo run (final metrics after the last update), plus the member's place in the sweep
+        summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
+            seed=mem.seed, values=mem.values, grok_step_all=grok_all,
+            final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config))
+        save_npz_atomic(run / "params.npz", **flatten_params(params))
         write_json_atomic(run / "summary.json", summary)
         rows.append(summary | {"member": mem.index})
 

@@ -8,6 +8,7 @@ order) is a function of (seed, step), so a run resumed at step t replays exactly
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -96,6 +97,23 @@ class Trainer(NamedTuple):
     def metric_shape(self, key: str, n_tasks: int) -> tuple:
         """Per-step shape of metrics[key]: () for the loss, (n params,) for grad_norm, (n tasks,) otherwise."""
         return () if key == "loss" else (len(self.grad_names),) if key == "grad_norm" else (n_tasks,)
+
+
+def with_precision(fn: Callable, precision: str) -> Callable:
+    """`fn` traced under `jax.default_matmul_precision(precision)`: every dot_general it emits carries it."""
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with jax.default_matmul_precision(precision):
+            return fn(*args, **kwargs)
+
+    return traced
+
+
+def numerics(cfg: RunConfig) -> dict:
+    """What decides a run's float results besides its config: recorded in every summary.json."""
+    return dict(backend=jax.default_backend(), device=str(jax.devices()[0].device_kind),
+                precision=cfg.train.precision, jax_version=jax.__version__)
 
 
 def task_data(task: Task) -> dict:
@@ -227,6 +245,8 @@ def make_trainer(
         end = [fn(apply, state.params, data) for _, fn in record_groups]
         return state, metrics | {"record": list(bufs), "record_end": end}
 
+    # the matmul precision is read while tracing, so it is set around every traced function (train.precision)
+    init, chunk, evaluate, apply = (with_precision(f, cfg.train.precision) for f in (init, chunk, evaluate, apply))
     return Trainer(
         init=init,
         chunk=jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0),
