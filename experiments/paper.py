@@ -30,13 +30,15 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from miiii.config import apply_overrides, get_preset
+from miiii.config import ConfigError, RecordConfig, apply_overrides, get_preset
 from miiii.plots import draw_all
 from miiii.report import write_results
 from miiii.rundir import load_run
 from miiii.runner import resume_run, train_run
+from miiii.sweep import run_sweep
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -71,34 +73,52 @@ def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
     """About 100 rows of activations (smoke) or 80-260 (full: every 256 steps for miiii, so Table 3's step 256 is a
     row), parameters 8x as often."""
     extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps else [])
-    if "record" in cfg.to_dict():
-        chunk = cfg.train.chunk
-        every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
-        extra += _record(role)
-        extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
+    chunk = cfg.train.chunk
+    every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
+    extra += _record(role)
+    extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
 
 
+def train_role(role: str, cfg, run_dir: Path, reuse: bool, progress: bool) -> None:
+    """The role's recorded run (figures, Table 3): reused, resumed (bit-identical) or trained."""
+    if reuse and (run_dir / "summary.json").is_file():
+        print(f"{role}: reusing {run_dir}", flush=True)
+    elif reuse and (run_dir / "ckpt.json").is_file():  # an interrupted run: continue it, bit-identical
+        resume_run(run_dir, progress=progress)
+        print(f"{role}: resumed {run_dir}", flush=True)
+    else:
+        t = time.perf_counter()
+        s = train_run(cfg, run_dir, progress=progress)
+        done = sum(v is not None for v in s["grok_step"].values())
+        print(f"{role}: {time.perf_counter() - t:.0f} s, {done}/{len(s['grok_step'])} tasks grok", flush=True)
+
+
+def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: bool) -> list[Path]:
+    """Seeds cfg.train.seed + 1 ... + n as one vmapped sweep without recording (metrics, summaries, final params)."""
+    if not (reuse and (sweep_dir / "sweep.json").is_file()):
+        if sweep_dir.exists():
+            raise ConfigError(f"{sweep_dir} holds an unfinished sweep (no sweep.json); remove it and run again")
+        cfg = replace(cfg, record=RecordConfig(), train=replace(cfg.train, seed=cfg.train.seed + 1))
+        t = time.perf_counter()
+        res = run_sweep(cfg, n, {}, sweep_dir, progress=progress)
+        done = [sum(v is not None for v in m["grok_step"].values()) for m in res["members"]]
+        print(f"{role}: {n} more seeds in {time.perf_counter() - t:.0f} s, tasks grokked per seed {done}", flush=True)
+    return [sweep_dir / f"member_{i:03d}" for i in range(n)]
+
+
 def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None,
-            sets: list[str] = ()) -> dict:
+            sets: list[str] = (), seeds: int = 1) -> dict[str, list]:
+    """role -> its runs, seed order: the recorded run (train.seed) first, then the sweep's seeds."""
     runs = {}
     for role in roles:
-        preset = ROLES[role][1 if smoke else 0]
-        run_dir = out / "runs" / role
-        if reuse and (run_dir / "summary.json").is_file():
-            print(f"{role}: reusing {run_dir}", flush=True)
-        elif reuse and (run_dir / "ckpt.json").is_file():  # an interrupted run: continue it, bit-identical
-            resume_run(run_dir, progress=progress)
-            print(f"{role}: resumed {run_dir}", flush=True)
-        else:
-            cfg = get_preset(preset)
-            cfg = apply_overrides(cfg, [*sets, *overrides(cfg, role, smoke, steps)])
-            t = time.perf_counter()
-            s = train_run(cfg, run_dir, progress=progress)
-            done = sum(v is not None for v in s["grok_step"].values())
-            print(f"{role} ({preset}): {time.perf_counter() - t:.0f} s, {done}/{len(s['grok_step'])} tasks grok",
-                  flush=True)
-        runs[role] = load_run(run_dir)
+        cfg = get_preset(ROLES[role][1 if smoke else 0])
+        cfg = apply_overrides(cfg, [*sets, *overrides(cfg, role, smoke, steps)])
+        train_role(role, cfg, out / "runs" / role, reuse, progress)
+        dirs = [out / "runs" / role]
+        if seeds > 1:
+            dirs += train_seeds(role, cfg, seeds - 1, out / "runs" / f"{role}-seeds", reuse, progress)
+        runs[role] = [load_run(d) for d in dirs]
     return runs
 
 
@@ -114,16 +134,22 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="override every run's train.steps (quick checks)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for every run (as `train --set`), e.g. task.train_frac=0.5")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="seeds per role (default 1): the recorded run, then N-1 more seeds as one vmapped sweep "
+                         "without recording; every claim reports in how many seeds it holds")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
     out = args.out or Path("results") / ("paper-cpu" if args.smoke else "paper")
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))
-    runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets)
+    if args.seeds < 1:
+        ap.error(f"--seeds must be at least 1, got {args.seeds}")
+    runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets, args.seeds)
     t_train = time.perf_counter() - t0
-    paths = draw_all([r.path for r in runs.values()], out / "figures")
+    first = {role: rs[0] for role, rs in runs.items()}
+    paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
-    run_s = sum(r.summary.get("wall_s", 0.0) for r in runs.values())
+    run_s = sum(r.summary.get("wall_s", 0.0) for r in first.values())
     how = "reused runs, " if args.reuse else ""
     notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. This invocation ({how}"
              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end): {wall / 60:.1f} min "
@@ -131,7 +157,7 @@ def main(argv=None) -> int:
              f"training loops took {run_s / 60:.1f} min in all. "
              f"{len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`. 'holds' judges the qualitative "
              "content (sign, order, more/less), not the paper's exact numbers.")
-    path = write_results(runs, out / "results.md", notes=notes)
+    path = write_results(first, out / "results.md", notes=notes)
     print(path.read_text())
     print(f"wrote {path} and {len(paths)} figure files in {wall / 60:.1f} min")
     return 0
