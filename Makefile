@@ -44,15 +44,15 @@ train-miiii-basis: $(STAMP)  ## miiii with shuffled labels (baseline)
 
 train-addition: $(STAMP)  ## the book's 3-digit adder (17,760 params), then its edge cases; full batch: ARGS="--set train.batch_size=0"
 	$(BIN)/python -m miiii train --preset addition --run-dir $(or $(RUN),runs/addition-$(TIME)) $(ARGS)
-	$(BIN)/python -m miiii.book $(or $(RUN),runs/addition-$(TIME))
+	$(BIN)/python -m miiii book $(or $(RUN),runs/addition-$(TIME))
 
 train-reversal: $(STAMP)  ## the book's 5-digit reversal, then its checks
 	$(BIN)/python -m miiii train --preset reversal --run-dir $(or $(RUN),runs/reversal-$(TIME)) $(ARGS)
-	$(BIN)/python -m miiii.book $(or $(RUN),runs/reversal-$(TIME))
+	$(BIN)/python -m miiii book $(or $(RUN),runs/reversal-$(TIME))
 
 train-addition-10: $(STAMP)  ## a 10-digit adder (AdderBoard), exported to runs/…/adder10.py
 	$(BIN)/python -m miiii train --preset addition-10 --run-dir $(or $(RUN),runs/addition-10-$(TIME)) $(ARGS)
-	$(BIN)/python -m miiii.book $(or $(RUN),runs/addition-10-$(TIME))
+	$(BIN)/python -m miiii book $(or $(RUN),runs/addition-10-$(TIME))
 	$(BIN)/python -m miiii export-adder $(or $(RUN),runs/addition-10-$(TIME)) $(or $(RUN),runs/addition-10-$(TIME))/adder10.py
 
 export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a numpy-only AdderBoard module

@@ -39,7 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from miiii.book import Evaluator, steps_per_epoch, to_jsonable  # noqa: E402
+from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
 from miiii.config import RunConfig, apply_overrides, get_preset  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
@@ -63,7 +63,7 @@ def configs(smoke: bool, ablation_epochs: int | None) -> dict[str, RunConfig]:
     for name, (switches, _) in ABLATIONS.items():
         cfg = apply_overrides(add, switches)
         if ablation_epochs and not smoke:
-            spe = steps_per_epoch(cfg)
+            spe = epoch_length(cfg)
             cfg = replace(cfg, train=replace(cfg.train, steps=ablation_epochs * spe))
         out[name] = cfg
     return out
@@ -123,7 +123,7 @@ def cosine(w: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- figures
 
 
-def fig_curves(reports: dict, curves: dict, out: Path) -> None:
+def fig_book_curves(reports: dict, curves: dict, out: Path) -> None:
     fig, ax = plt.subplots(1, 2, figsize=(12, 4))
     for name, style in (("addition", "o-"), ("reversal", "s-")):
         c, r = curves[name], reports[name]
@@ -140,7 +140,7 @@ def fig_curves(reports: dict, curves: dict, out: Path) -> None:
     plt.close(fig)
 
 
-def fig_attention(evs: dict, out: Path) -> None:
+def fig_book_attention(evs: dict, out: Path) -> None:
     add, rev = evs["addition"], evs["reversal"]
     n = add.n
     examples = [
@@ -317,8 +317,8 @@ def main(argv=None) -> int:
               f"{pct(reports[name]['valid_autoregressive_acc'])}, teacher-forced "
               f"{pct(reports[name]['valid_teacher_forced_acc'])}")
     align = {k: alignment_scores(evs[k]) for k in ("addition", "reversal")}
-    fig_curves(reports, curves, out)
-    fig_attention(evs, out)
+    fig_book_curves(reports, curves, out)
+    fig_book_attention(evs, out)
     var = fig_embeddings(evs, out)
     fig_positions(evs, out)
     (out / "book.json").write_text(json.dumps(to_jsonable(dict(reports=reports, alignment=align,

@@ -2,14 +2,13 @@
 
 Edge cases with the ones-first output and a verdict, autoregressive exact match decoded the book's way
 (the sequence grows by one predicted token per step, nothing padded after it), the epoch of the jump,
-and the final loss beside the loss floor. `python -m miiii.book RUN_DIR` prints it and writes
-`RUN_DIR/book.json`.
+and the final loss beside the loss floor. `python -m miiii book RUN_DIR` prints it and writes
+`RUN_DIR/book.json` (`evaluate_to_file`).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -20,14 +19,13 @@ from miiii.config import ConfigError
 from miiii.model import build_model, count_params
 from miiii.rundir import load_run
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
-from miiii.train import greedy_decode
-from miiii.train import steps_per_epoch as train_steps_per_epoch
+from miiii.train import greedy_decode, steps_per_epoch
 
 BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
 JUMP_THRESHOLDS = (0.5, 0.99)
 
 
-def edge_cases(n: int) -> tuple[tuple[int, int], ...]:
+def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
     """The book's six cases for n = 3; for other n the same roles (cascading carry, maximum, no carry)."""
     if n == 3:
         return BOOK_EDGE_CASES
@@ -35,9 +33,9 @@ def edge_cases(n: int) -> tuple[tuple[int, int], ...]:
     return ((0, 0), (top, 1), (top, top), (5 * 10 ** (n - 1),) * 2, (ones, 2 * ones), (top, 0))
 
 
-def steps_per_epoch(cfg) -> int:
-    """Minibatches per epoch of a sequence-task config, as the trainer draws them."""
-    return train_steps_per_epoch(cfg.train.batch_size, cfg.task.n_train)
+def epoch_length(cfg) -> int:
+    """Steps in one epoch of a sequence-task config: `train.steps_per_epoch` on its training set."""
+    return steps_per_epoch(cfg.train.batch_size, cfg.task.n_train)
 
 
 class Evaluator:
@@ -77,7 +75,7 @@ class Evaluator:
     def edge_cases(self) -> list[dict]:
         """The book's check: each case decoded autoregressively, ones-first output, verdict."""
         if self.task.name == "addition":
-            cases = edge_cases(self.n)
+            cases = addition_edge_cases(self.n)
             a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
             seq, names = encode_addition(a, b, self.n), [f"{x} + {y}" for x, y in cases]
         else:  # the book's `1 2 3 4 5`, and all zeros / all nines
@@ -92,7 +90,7 @@ class Evaluator:
 
     def curves(self) -> dict:
         """Per epoch: mean minibatch training loss (the book's 'Loss') and held-out exact match after it."""
-        spe = steps_per_epoch(self.cfg)
+        spe = epoch_length(self.cfg)
         loss = np.asarray(self.run.metrics["loss"], np.float64)
         n_ep = len(loss) // spe
         epoch_loss = loss[: n_ep * spe].reshape(n_ep, spe).mean(1)
@@ -155,21 +153,9 @@ def to_jsonable(obj):
     return obj
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m miiii.book RUN_DIR", file=sys.stderr)
-        return 2
-    try:
-        r = Evaluator(argv[0]).report()
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def evaluate_to_file(run_dir: str | Path) -> dict:
+    """`python -m miiii book RUN_DIR`: the report of a finished sequence run, printed and written to book.json."""
+    r = Evaluator(run_dir).report()
     print_report(r)
-    (Path(argv[0]) / "book.json").write_text(json.dumps(to_jsonable(r), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
+    (Path(run_dir) / "book.json").write_text(json.dumps(to_jsonable(r), indent=2))
+    return r

@@ -1,4 +1,5 @@
-"""Command line: `python -m miiii {train,sweep,figures,presets} ...`. Bad input exits with status 2 and one message."""
+"""Command line: `python -m miiii {train,sweep,presets,figures,book,export-adder} ...`. Bad input exits with status 2
+and one message."""
 
 from __future__ import annotations
 
@@ -69,12 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                     help="one or more run directories (nanda, miiii, masked, basis runs compare side by side)")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
+    bk = sub.add_parser("book", help="the book's evaluation of a finished addition or reversal run",
+                        description="Edge cases (ones-first output and a verdict), autoregressive exact match, the "
+                        "epoch of the jump and the final loss beside the loss floor; prints them and writes "
+                        "RUN_DIR/book.json.")
+    bk.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished addition or reversal run directory")
     ex = sub.add_parser("export-adder", help="write a trained addition run as a numpy-only AdderBoard module",
                         description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
                         "add(model, a, b) -> int, numpy only.")
     ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
     ex.add_argument("out", type=Path, help="the Python file to write")
     return ap
+
+
+def cmd_book(args) -> int:
+    from miiii.bookeval import evaluate_to_file
+
+    evaluate_to_file(args.run_dir)
+    return 0
 
 
 def cmd_export_adder(args) -> int:
@@ -190,7 +203,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
-                    "export-adder": cmd_export_adder}
+                    "book": cmd_book, "export-adder": cmd_export_adder}
         return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.book import Evaluator, edge_cases, steps_per_epoch
+from miiii.bookeval import Evaluator, addition_edge_cases, epoch_length
 from miiii.config import ConfigError, apply_overrides, get_preset, validate
 from miiii.model import build_model, count_params
 from miiii.runner import flatten_params
@@ -94,14 +94,14 @@ def test_book_recipe_presets():
         o, t = cfg.optim, cfg.train
         assert (o.lr, o.b1, o.b2, o.weight_decay, o.warmup_steps, o.schedule, o.clip_norm) == (
             0.01, 0.9, 0.999, 0.01, 200, "cosine", 1.0)
-        assert t.batch_size == 512 and steps_per_epoch(cfg) == 97 and t.steps == epochs * 97
+        assert t.batch_size == 512 and epoch_length(cfg) == 97 and t.steps == epochs * 97
         assert (cfg.task.n_digits, cfg.task.n_train, cfg.task.n_valid, cfg.task.train_seed, cfg.task.valid_seed) == (
             n, 50_000, 10_000, 42, 123)
         m = cfg.model
         assert (m.d_model, m.d_mlp, m.n_layers, m.n_heads, m.causal, m.layer_norm, m.tie_head) == (
             32, 64, 2, 1, True, True, True)
     full = validate(apply_overrides(get_preset("addition"), ["train.batch_size=0"]))
-    assert steps_per_epoch(full) == 1  # full batch when asked
+    assert epoch_length(full) == 1  # full batch when asked
 
 
 def test_addition_10_preset():
@@ -118,8 +118,8 @@ def test_n_ctx_shorter_than_input_is_refused():
 
 
 def test_edge_cases():
-    assert edge_cases(3) == ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))
-    assert (9_999_999_999, 1) in edge_cases(10) and (9_999_999_999, 9_999_999_999) in edge_cases(10)
+    assert addition_edge_cases(3) == ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))
+    assert (9_999_999_999, 1) in addition_edge_cases(10) and (9_999_999_999, 9_999_999_999) in addition_edge_cases(10)
 
 
 def _init_run(tmp_path, overrides):
@@ -185,6 +185,20 @@ def test_evaluator_on_untrained_run(untrained):
     assert ar.shape == (6,) and ar.mean() < 0.5  # untrained
     c = ev.curves()
     assert len(c["epoch"]) == 10 and np.allclose(c["loss"], np.linspace(3, 1, 10))  # 1 step an epoch here
+
+
+def test_book_subcommand_prints_and_writes_book_json(untrained, capsys):
+    """`python -m miiii book RUN_DIR`: the report on stdout and in RUN_DIR/book.json; a non-run exits 2."""
+    from miiii.cli import main
+
+    tmp_path = untrained[0]
+    np.savez(tmp_path / "metrics.npz", loss=np.linspace(3, 1, 10), valid_acc=np.zeros((10, 1)))
+    (tmp_path / "summary.json").write_text(json.dumps({"final": {"valid": {"task_acc": [0.0]}}}))
+    assert main(["book", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "book.json").read_text())
+    assert "edge cases" in out and len(report["edge_cases"]) == 6 and report["task"] == "addition"
+    assert main(["book", str(tmp_path / "nothing")]) == 2
 
 
 def test_evaluator_refuses_other_tasks(tmp_path):
