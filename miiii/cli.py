@@ -17,6 +17,7 @@ from miiii.config import (
     apply_overrides,
     get_preset,
 )
+from miiii.files import RunError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -211,9 +212,7 @@ def main(argv=None) -> int:
     except FloatingPointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except RuntimeError as e:  # miiii.record.RunError: disk full, write errors (the run stays resumable)
-        if type(e).__name__ != "RunError":
-            raise
+    except RunError as e:  # disk full, write errors: the run stopped and stays resumable
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:

@@ -196,9 +196,10 @@ class Transformer(nn.Module):
         return self.buckets or ((0, self.n_out, self.d_out),)
 
     @nn.compact
-    def __call__(self, x, train: bool = False, dropout=None, bucketed: bool = False):
-        """x: (b, t) int32; dropout: rate override. bucketed (readout "last"): return the logits as the tuple of
-        per-bucket (b, n, width) arrays the loss reads (no padding to d_out, no gradient through it)."""
+    def __call__(self, x, train: bool = False, dropout_rate=None, bucketed: bool = False):
+        """x: (b, t) int32; dropout_rate: overrides cfg.dropout (a sweep's traced value). bucketed (readout "last"):
+        return the logits as the tuple of per-bucket (b, n, width) arrays the loss reads (no padding to d_out, no
+        gradient through it)."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
         h = W_E[x]  # (b, t, d)
@@ -210,7 +211,7 @@ class Transformer(nn.Module):
             acts["hook_pos_embed"] = pos
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
-            rate = c.dropout if dropout is None else dropout
+            rate = c.dropout if dropout_rate is None else dropout_rate
             fold = EmbedTables(x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
             h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}

@@ -323,15 +323,9 @@ def recorded_grid(run: Run, name: str) -> np.ndarray | None:
 
 
 def steps_of(run: Run, name: str) -> np.ndarray:
-    """Training step of each row of the recorded array `name` (parameters may be recorded at another rate)."""
-    if hasattr(run, "steps_of"):
-        return np.asarray(run.steps_of(name))
-    meta = run.acts_index.get("arrays", {}).get(name, {})
-    if "every" in meta:
-        return np.arange(len(run.acts[name])) * meta["every"]
-    steps = getattr(run, "acts_steps", None)
-    steps = run.acts_index.get("steps") if steps is None or len(steps) == 0 else steps
-    return np.asarray(steps)[: len(run.acts[name])]
+    """Training step of each row of the recorded array `name`: `Run.steps_of` (parameters may be recorded at another
+    rate than activations)."""
+    return np.asarray(run.steps_of(name))
 
 
 def dominance_over_time(neurons: np.ndarray, p: int) -> np.ndarray:

@@ -152,7 +152,7 @@ def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
 
 
 @dataclass(frozen=True)
-class Array:
+class RecordedArray:
     name: str
     kind: str  # act | param
     every: int
@@ -176,7 +176,7 @@ class Array:
 
 @dataclass(frozen=True)
 class Recording:
-    arrays: dict[str, Array]
+    arrays: dict[str, RecordedArray]
     inputs: np.ndarray  # (n, n_ctx) int32
     inputs_meta: dict
     groups: tuple  # ((every, names, kind), ...)
@@ -274,14 +274,14 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         if pos is not None:
             shape, axes = shape[:pos] + shape[pos + 1:], axes[:pos] + axes[pos + 1:]
         select[n] = (pos, neu)
-        arrays[n] = Array(n, "act", r.every, cfg.train.steps // r.every + 1, shape, tuple(axes), r.dtype)
+        arrays[n] = RecordedArray(n, "act", r.every, cfg.train.steps // r.every + 1, shape, tuple(axes), r.dtype)
     for n in r.params:
         leaf = _get(params, param_path(n))
         last = n.rsplit(".", 1)[-1]
         axes = _PARAM_AXES.get(last, ())
         if len(axes) != len(leaf.shape):
             axes = tuple(f"dim{i}" for i in range(len(leaf.shape)))
-        arrays[n] = Array(n, "param", r.params_every, cfg.train.steps // r.params_every + 1, tuple(leaf.shape),
+        arrays[n] = RecordedArray(n, "param", r.params_every, cfg.train.steps // r.params_every + 1, tuple(leaf.shape),
                           axes, r.dtype)
     groups = tuple((e, names, kind) for e, names, kind in
                    ((r.every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)

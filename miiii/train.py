@@ -125,10 +125,8 @@ def task_data(task: Task) -> dict:
     )
 
 
-def make_trainer(
-    cfg: RunConfig, task: Task, record_fn: Callable | None = None, record_groups: tuple = ()
-) -> Trainer:
-    """`record_fn(apply, params) -> dict` (optional) runs every step; its outputs are stacked with the metrics.
+def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Trainer:
+    """The jitted functions of a run.
 
     `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
     parameters *before* update t at every step t with `t % every == 0`; a chunk's `metrics["record"][g]`
@@ -143,9 +141,9 @@ def make_trainer(
     per_epoch = steps_per_epoch(batch, n_train)
     eval_every = cfg.train.eval_every
 
-    def apply(params, x, train=False, key=None, dropout=None, bucketed=False):
+    def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):
         rngs = {"dropout": key} if train else None
-        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout=dropout, bucketed=bucketed)
+        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout_rate=dropout_rate, bucketed=bucketed)
 
     def init(seed: int) -> TrainState:
         key = jax.random.key(seed)
@@ -173,7 +171,8 @@ def make_trainer(
         opt = make_optimizer(cfg.optim, cfg.train.steps, {k: v for k, v in hp.items() if k != "dropout"}) if hp else tx
 
         def loss_fn(params):
-            logits, _ = apply(params, x, train=True, key=dropout_key, dropout=hp.get("dropout"), bucketed=True)
+            logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("dropout"),
+                              bucketed=True)
             loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets)
             return loss, (task_loss, task_acc)
 
@@ -191,8 +190,6 @@ def make_trainer(
             loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc,
             grad_norm=jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(grads)]),  # raw, per matrix
         )
-        if record_fn is not None:
-            metrics["record"] = record_fn(apply, state.params)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), metrics
