@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -122,6 +123,28 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: i
     return runs
 
 
+def git_commit() -> str:
+    """HEAD of the repository this script runs from, with '-dirty' when tracked files differ from it."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def provenance(runs: dict, args) -> dict:
+    """What a reader needs to trust or redo results.md: the code, the machine, the numerics, the seeds."""
+    s = next(iter(runs.values()))[0].summary
+    seeds = sorted({r.config.train.seed for rs in runs.values() for r in rs})
+    return {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "device": f"{s.get('device', '?')} ({s.get('backend', '?')})", "jax": s.get("jax_version", "?"),
+            "precision": ", ".join(sorted({r.summary.get("precision", r.config.train.precision)
+                                           for rs in runs.values() for r in rs})),
+            "seeds": f"{len(seeds)} per role: {', '.join(map(str, seeds))}",
+            "command": "python experiments/paper.py " + " ".join(args.argv)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 71, d 64, 3k / 5k steps)")
@@ -139,6 +162,7 @@ def main(argv=None) -> int:
                          "without recording; every claim reports in how many seeds it holds")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     out = args.out or Path("results") / ("paper-cpu" if args.smoke else "paper")
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))
@@ -150,14 +174,14 @@ def main(argv=None) -> int:
     paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
     run_s = sum(r.summary.get("wall_s", 0.0) for r in first.values())
-    how = "reused runs, " if args.reuse else ""
-    notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. This invocation ({how}"
-             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end): {wall / 60:.1f} min "
-             f"({t_train / 60:.1f} min training, {(wall - t_train) / 60:.1f} min figures); the runs' own "
-             f"training loops took {run_s / 60:.1f} min in all. "
-             f"{len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`. 'holds' judges the qualitative "
-             "content (sign, order, more/less), not the paper's exact numbers.")
-    path = write_results(first, out / "results.md", notes=notes)
+    notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Figures are drawn from each role's "
+             f"first (recorded) seed: {len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`.")
+    prov = provenance(runs, args) | {
+        "wall time": f"{wall / 60:.1f} min ({t_train / 60:.1f} min training{', reused runs' if args.reuse else ''}, "
+                     f"{(wall - t_train) / 60:.1f} min figures and report); the recorded runs' own training loops "
+                     f"took {run_s / 60:.1f} min",
+        "host": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
+    path = write_results(runs, out / "results.md", notes=notes, provenance=prov)
     print(path.read_text())
     print(f"wrote {path} and {len(paths)} figure files in {wall / 60:.1f} min")
     return 0

@@ -273,3 +273,76 @@ def grok_order(names, steps) -> list[str]:
     """Task names of the tasks that grokked, earliest first (ties keep the given order)."""
     done = [(s, i, n) for i, (n, s) in enumerate(zip(names, steps, strict=True)) if s is not None]
     return [n for _, _, n in sorted(done)]
+
+
+# ---------------------------------------------------------------- the original code's definitions (syrkis/miiii)
+
+
+def svd_tick(S: np.ndarray, frac: float) -> int:
+    """The original code's mark on Fig. 8: the last 0-based index whose cumulative share of sum sigma is below
+    `frac` (`jnp.where((S / S.sum()).cumsum() < frac)[0].max()`); -1 when the first value already reaches it.
+
+    It equals `variance_count(S, frac, power=1) - 2`: an index, one before the last value not yet needed.
+    """
+    cum = np.cumsum(np.asarray(S, dtype=float)) / np.sum(S)
+    below = np.nonzero(cum < frac)[0]
+    return int(below.max()) if len(below) else -1
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation (ties get their mean rank); NaN for fewer than two pairs."""
+    if len(a) < 2:
+        return float("nan")
+    return pearson(_ranks(a), _ranks(b))
+
+
+def _ranks(x) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x, kind="stable")
+    r = np.empty(len(x))
+    r[order] = np.arange(len(x))
+    for v in np.unique(x):  # ties: the mean of their ranks
+        r[x == v] = r[x == v].mean()
+    return r
+
+
+def permutation_p(a, b, n_perm: int = 10_000, seed: int = 0) -> float:
+    """Two-sided permutation p-value of Spearman's rho(a, b): the share of random pairings (and the observed one)
+    whose |rho| reaches the observed |rho|."""
+    ra, rb = _ranks(a), _ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    obs = abs(ra @ rb)
+    perms = np.random.default_rng(seed).permuted(np.tile(rb, (n_perm, 1)), axis=1)  # (n_perm, n)
+    return float((1 + (np.abs(perms @ ra) >= obs - 1e-9).sum()) / (n_perm + 1))
+
+
+def original_neuron_spectrum(neurons: np.ndarray, p: int) -> np.ndarray:
+    """The original code's per-step neuron spectrum (`scope_fn`): neurons (T, p*p, N) recorded over the grid ->
+    (T, N, (p - 1)//2 + 1).
+
+    As the original: the grid indexed [high digit x1, low digit x0], the x0 = 0 and x1 = 0 rows dropped, the
+    2-D real FFT of the (p-1, p-1) rest, its magnitude averaged over the x1 frequency axis.
+    """
+    grid = np.asarray(neurons, dtype=np.float64).reshape(len(neurons), p, p, -1)  # [t, x1, x0, n]
+    grid = np.moveaxis(grid, -1, 1)[:, :, 1:, 1:]  # (T, N, p-1, p-1)
+    return np.abs(np.fft.rfft2(grid)).mean(2)
+
+
+def original_active_counts(series: np.ndarray, steps: np.ndarray, n_std: float = 1.0, kernel: int = 3,
+                           length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The original code's count of active frequencies over training (`omega_aux`): series (T, F) -> (steps of
+    the log-spaced axis (L,), active count at each (L,)).
+
+    A `kernel`-step moving average of each frequency over the recorded steps, sampled at L = 3 (F - 1) log-spaced
+    steps, each frequency normalised to sum 1 over time, and counted where it exceeds mean + n_std std of the
+    whole (frequency x time) matrix (the original: n_std = 1; the paper's text: 2).
+    """
+    s = np.asarray(series, dtype=np.float64)
+    smooth = np.stack([np.convolve(col, np.ones(kernel) / kernel, mode="valid") for col in s.T])  # (F, T-k+1)
+    centre = np.asarray(steps)[kernel // 2: kernel // 2 + smooth.shape[1]]  # the step of each smoothed row
+    length = length or 3 * (s.shape[1] - 1)
+    wanted = np.logspace(0, np.log10(centre[-1] + 1), length) - 1  # the original's log axis, over steps here
+    idx = np.clip(np.searchsorted(centre, wanted, side="right") - 1, 0, len(centre) - 1)
+    m = smooth[:, idx]
+    m = m / m.sum(1, keepdims=True)
+    return centre[idx], (m > m.mean() + n_std * m.std()).sum(0)

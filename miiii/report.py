@@ -1,14 +1,22 @@
-"""The paper's claims, each beside the value measured on run directories: `results.md` is generated, not typed.
+"""The paper's claims judged as written, over seeds: `results.md` is generated, not typed.
 
-`claims(runs)` takes runs keyed by role (nanda, miiii, masked, basis, nogrokfast; any may be missing)
-and returns one row per claim: what the paper says, what was measured, and whether the claim's
-qualitative content holds (the CPU-scale pipeline cannot match the paper's numbers, only their sign
-and order).
+Each `Claim` quotes one sentence of the paper (or one figure's statement), says its rule in one sentence
+and judges every seed's runs with a pure rule function (`rule_*`, tested on synthetic inputs both ways).
+A verdict errs toward *does not hold*: a claim holds only when it holds in every seed; one seed against it
+is enough for *does not hold*; *not testable* says why (a run missing, too few tasks grokked to test an
+order, no recording). Where the paper's text and its original code (syrkis/miiii) define a number
+differently, both are computed (Table 3's active frequencies, the singular-value marks): see docs/.
+
+`claims(runs)` takes runs keyed by role (nanda, miiii, masked, basis, nogrokfast, nodropout; any may be
+missing), each a list of `Run`s in seed order (or one `Run`); the first of a role is its recorded run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,6 +24,121 @@ from miiii import analysis as A
 from miiii.rundir import Run
 
 SMALL = (2, 3, 5, 7)
+MASKED_FIRST = (11, 13, 17, 19)
+PAPER_STEPS = 65_536  # the paper's time axis (epochs = full-batch steps)
+MIN_ORDER_TASKS = 8  # fewer grokked tasks than this cannot test "no particular order"
+ALPHA = 0.05  # the permutation test's level
+FRACTIONS = (1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0)  # Table 3's epochs 256 ... 65,536 as fractions of the run
+NEURONS = "blocks.0.mlp.hook_post"
+VERDICTS = ("holds", "does not hold", "not testable")
+
+
+class Outcome(NamedTuple):
+    """One seed's judgement: what was measured, its numbers (averaged over seeds), and the verdict."""
+
+    measured: str
+    numbers: dict
+    holds: bool | None  # None: not testable in this seed
+    why: str = ""  # why not testable
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    text: str  # the paper's sentence (or the figure's statement), quoted
+    source: str
+    paper: str  # the paper's number, as printed
+    rule: str  # the verdict rule in one sentence
+    roles: tuple[str, ...]
+    judge: Callable[[dict[str, Run]], Outcome]
+    recorded: bool = False  # reads the recording: judged on each role's first (recorded) run only
+    numbers_note: str = field(default="")
+
+
+# ---------------------------------------------------------------- rules (pure; tests feed them synthetic tables)
+
+
+def rule_in_succession(grok: dict, qs=SMALL) -> bool:
+    """Every task of `qs` groks, at strictly increasing steps in the order given."""
+    steps = [grok.get(q) for q in qs]
+    return None not in steps and all(a < b for a, b in zip(steps, steps[1:], strict=False))
+
+
+def rule_remaining_later_around(grok: dict, small=SMALL, target: float = 40_000) -> bool:
+    """Every remaining task groks, each after the last of `small`, with the median within a factor 2 of target."""
+    rest = [s for q, s in grok.items() if q not in small]
+    first = [grok.get(q) for q in small if q in grok]
+    if not rest or None in rest or None in first:
+        return False
+    return min(rest) > max(first, default=-1) and target / 2 <= float(np.median(rest)) <= 2 * target
+
+
+def rule_no_particular_order(grok: dict, small=SMALL) -> tuple[bool | None, float, float, int]:
+    """(holds, rho, p, n): the remaining tasks' grok steps show no monotone order in q, i.e. the two-sided
+    permutation test of Spearman's rho(q, grok step) gives p >= ALPHA; None when fewer than MIN_ORDER_TASKS grok."""
+    done = {q: s for q, s in grok.items() if q not in small and s is not None}
+    if len(done) < MIN_ORDER_TASKS:
+        return None, float("nan"), float("nan"), len(done)
+    q, s = list(done), list(done.values())
+    p = A.permutation_p(q, s)
+    return bool(p >= ALPHA), A.spearman(q, s), p, len(done)
+
+
+def rule_did_not_converge(grok: dict) -> bool:
+    """At most half of the tasks grok (most stay ungrokked in the budget)."""
+    return sum(s is not None for s in grok.values()) <= len(grok) / 2
+
+
+def rule_grokfast_faster(with_gf: dict, without: dict) -> tuple[bool, float | None]:
+    """(holds, median speed-up in steps): at least as many tasks grok with grokfast, and over the tasks that grok
+    in both runs the median of (step without - step with) is positive."""
+    both = [q for q in with_gf if with_gf[q] is not None and without.get(q) is not None]
+    n_with, n_without = sum(s is not None for s in with_gf.values()), sum(s is not None for s in without.values())
+    gain = float(np.median([without[q] - with_gf[q] for q in both])) if both else None
+    return bool(n_with >= n_without and (gain is not None and gain > 0 or n_with > n_without)), gain
+
+
+def rule_first_grok(grok: dict, expected=MASKED_FIRST) -> bool:
+    """The first len(expected) tasks to grok are exactly `expected` (a tie across the boundary fails)."""
+    done = sorted((s, q) for q, s in grok.items() if s is not None)
+    k = len(expected)
+    if len(done) < k or (len(done) > k and done[k][0] == done[k - 1][0]):
+        return False
+    return {q for _, q in done[:k]} == set(expected)
+
+
+def rule_all_grok(grok: dict) -> bool:
+    return len(grok) > 0 and all(s is not None for s in grok.values())
+
+
+def rule_perfect(acc) -> bool:
+    """Every task's final validation accuracy is exactly 1 (every validation sample right)."""
+    return bool(len(acc) and (np.asarray(acc) >= 1.0).all())
+
+
+def rule_overfits_all_but(train_acc: dict, valid_acc: dict, general=(2, 3)) -> bool:
+    """Tasks in `general` generalise (valid >= 0.99); every other task overfits (train >= 0.99, valid < 0.99)."""
+    t = A.GROK_THRESHOLD
+    return all(valid_acc[q] >= t if q in general else train_acc[q] >= t and valid_acc[q] < t for q in valid_acc)
+
+
+def rule_spike(counts) -> bool:
+    """A transient spike: the largest count at one of the middle fractions exceeds the first and the last."""
+    c = list(counts)
+    return len(c) >= 3 and max(c[1:-1]) > c[0] and max(c[1:-1]) > c[-1]
+
+
+def rule_more_diffuse(nanda: tuple, miiii: tuple) -> bool:
+    """miiii needs more singular values than nanda for every threshold."""
+    return all(m > n for n, m in zip(nanda, miiii, strict=True))
+
+
+def rule_one_digit_per_head(to_x0, to_x1, share: float = 0.9) -> bool:
+    """Every head puts at least `share` of its attention from the output position on one of the two digits."""
+    return bool(np.all(np.maximum(to_x0, to_x1) >= share))
+
+
+# ---------------------------------------------------------------- measurements on a run
 
 
 def _q(name: str) -> int:
@@ -23,233 +146,408 @@ def _q(name: str) -> int:
 
 
 def grok_table(run: Run) -> dict[int, int | None]:
-    """{q: first step with valid accuracy >= 0.99 or None} for a miiii run."""
+    """{q: first step with valid accuracy >= 0.99, or None} for a miiii run."""
     m = run.metrics
-    steps = A.grok_steps(m["step"], m["valid_acc"])
-    return {_q(n): s for n, s in zip(m["task_names"], steps, strict=True)}
+    return {_q(n): s for n, s in zip(m["task_names"], A.grok_steps(m["step"], m["valid_acc"]), strict=True)}
 
 
-def above_chance(acc, qs) -> np.ndarray:
-    """Accuracy rescaled so chance (1/q) is 0 and perfect is 1: comparable across tasks with different q."""
-    chance = 1 / np.asarray(qs, dtype=float)
-    return (np.asarray(acc) - chance) / (1 - chance)
+def final_acc(run: Run, split: str = "valid") -> np.ndarray:
+    """Per-task accuracy of the final parameters (after the last update) on a split."""
+    return np.asarray(run.summary["final"][split]["task_acc"])
 
 
-def final_valid_acc(run: Run) -> np.ndarray:
-    return np.asarray(run.summary["final"]["valid"]["task_acc"])
+def by_q(run: Run, acc) -> dict[int, float]:
+    return {_q(n): float(a) for n, a in zip(run.metrics["task_names"], acc, strict=True)}
 
 
-def spearman(a, b) -> float:
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return A.pearson(ra, rb) if len(a) > 1 else float("nan")
+def svd_marks(run: Run) -> dict[str, int]:
+    """W_E[:p]'s singular values at 50 % / 90 %: counts needed (sum sigma, sum sigma^2) and the original's ticks."""
+    _, S, _ = A.embedding_svd(run.params["W_E"][: run.config.task.p])
+    out = {}
+    for f in (0.5, 0.9):
+        pc = f"{round(100 * f)}"
+        out |= {f"count_s_{pc}": A.variance_count(S, f, power=1), f"tick_s_{pc}": A.svd_tick(S, f),
+                f"count_s2_{pc}": A.variance_count(S, f, power=2)}
+    return out
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
-
-
-def svd_counts(run: Run) -> tuple[int, int, int, int]:
-    """(50 %, 90 %) counts of W_E[:p]'s singular values by sum sigma^2, then by sum sigma (the original code)."""
-    p = run.config.task.p
-    _, S, _ = A.embedding_svd(run.params["W_E"][:p])
-    return (A.variance_count(S, 0.5), A.variance_count(S, 0.9),
-            A.variance_count(S, 0.5, power=1), A.variance_count(S, 0.9, power=1))
-
-
-def n_active_embed(run: Run) -> int:
-    p = run.config.task.p
-    return int(A.active_frequencies(A.freq_norms(run.params["W_E"][:p])).sum())
-
-
-def freq_count(run: Run, frac: float) -> int:
-    """How many non-constant frequencies of W_E[:p] hold `frac` of its Fourier energy (sum of squared norms)."""
-    p = run.config.task.p
-    norms = np.sort(A.freq_norms(run.params["W_E"][:p])[1:])[::-1]
+def freq_count(run: Run, frac: float = 0.9) -> int:
+    """How many non-constant frequencies of W_E[:p] hold `frac` of its Fourier energy."""
+    norms = np.sort(A.freq_norms(run.params["W_E"][: run.config.task.p])[1:])[::-1]
     return A.variance_count(norms, frac, power=2)
 
 
-def attention_to_x0(run: Run) -> np.ndarray:
-    """(n_heads,) mean attention from the output position to x0 over the whole grid (final parameters)."""
+def embed_gini(run: Run) -> float:
+    return float(A.gini(A.freq_norms(run.params["W_E"][: run.config.task.p])[1:]))
+
+
+def attention_to_digits(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(n_heads,) twice: mean attention from the output position to x0 and to x1 over the grid (final params)."""
     from miiii.plots import grid_acts
 
-    return grid_acts(run)["blocks.0.attn.hook_pattern"][:, :, -1, 0].mean(0)
-
-
-def label_of(run: Run) -> str:
-    return run.path.name
+    pat = grid_acts(run)["blocks.0.attn.hook_pattern"][:, :, -1]  # (p^2, heads, keys)
+    return pat[..., 0].mean(0), pat[..., 1].mean(0)
 
 
 def recorded_neurons(run: Run):
-    from miiii.plots import NEURONS, recorded_grid
-
-    return recorded_grid(run, NEURONS)
-
-
-def active_over_training(run: Run, fractions=(1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0)) -> tuple[list, list]:
-    """Active-frequency counts of the recorded MLP neurons at the recorded steps nearest to fractions of the run."""
-    from miiii.plots import NEURONS, steps_of
-
-    neurons, steps = recorded_neurons(run), steps_of(run, NEURONS)
-    p, out_steps, counts = run.config.task.p, [], []
-    for f in fractions:
-        i = int(np.abs(steps - f * (run.config.train.steps - 1)).argmin())
-        a = np.asarray(neurons[i], dtype=np.float64)
-        a = a[:, -1] if a.ndim == 3 else a  # (p*p, N)
-        counts.append(int(A.active_frequencies(A.frequency_dominance(A.to_grid(a, p))).sum()))
-        out_steps.append(int(steps[i]))
-    return out_steps, counts
+    """(T, p*p, N) MLP neurons recorded over the whole grid, or None."""
+    a = run.acts.get(NEURONS)
+    if a is None or run.acts_index.get("inputs", {}).get("kind") != "grid" or a.shape[1] != run.config.task.p ** 2:
+        return None
+    return a
 
 
-def embed_gini(run: Run) -> float:
-    p = run.config.task.p
-    return float(A.gini(A.freq_norms(run.params["W_E"][:p])[1:]))
+def _at_fractions(steps: np.ndarray, total: int) -> list[int]:
+    """Index into `steps` nearest to each of FRACTIONS of the run (the last: its final step)."""
+    return [int(np.abs(steps - f * (total - 1)).argmin()) for f in FRACTIONS]
 
 
-def claims(runs: dict[str, Run]) -> list[dict]:
-    """One dict per claim: claim, paper, measured, holds (True/False/None when the runs needed are missing)."""
-    rows = []
+def active_counts(run: Run) -> dict[str, tuple[list[int], list[int]]]:
+    """Table 3 by each definition: name -> (steps read, counts at the five fractions of the run).
 
-    def add(claim, paper, measured, holds):
-        rows.append(dict(claim=claim, paper=paper, measured=measured, holds=holds))
-
-    nanda, miiii, masked, basis, nogf, nodrop = (
-        runs.get(k) for k in ("nanda", "miiii", "masked", "basis", "nogrokfast", "nodropout"))
-    if nanda is not None:
-        r = A.pearson(*nanda.params["W_pos"][:2])
-        add("nanda: positional embeddings of x0 and x1 correlate positively (commutative task)", "r = 0.95",
-            f"r = {r:.2f}", r > 0)
-    if miiii is not None:
-        r = A.pearson(*miiii.params["W_pos"][:2])
-        extra = f" (basis, random labels, also non-commutative: r = {A.pearson(*basis.params['W_pos'][:2]):.2f})" \
-            if basis is not None else ""
-        add("miiii: positional embeddings of x0 and x1 correlate negatively (non-commutative)", "r = -0.64",
-            f"r = {r:.2f}{extra}", r < 0)
-        g = grok_table(miiii)
-        small = [g.get(q) for q in SMALL if q in g]
-        done = [s for s in small if s is not None]
-        add("miiii: tasks q = 2, 3, 5, 7 grok in that order", "2, 3, 5, 7 in succession",
-            ", ".join(f"q={q}@{_fmt(g.get(q))}" for q in SMALL if q in g),
-            len(done) == len(small) and done == sorted(done))
-        rest = {q: s for q, s in g.items() if q not in SMALL}
-        rest_done = [s for s in rest.values() if s is not None]
-        last_small = max(done) if done else None
-        measured = f"{len(rest_done)}/{len(rest)} grok" + (
-            f", steps {min(rest_done)}–{max(rest_done)} (median {int(np.median(rest_done))}) of "
-            f"{miiii.config.train.steps}" if rest_done else f" within {miiii.config.train.steps} steps")
-        add("miiii: the other tasks grok later, together (paper: the 25 others around epoch 40,000 of 65,536)",
-            "25/25 after q = 7", measured,
-            bool(rest) and len(rest_done) == len(rest) and (last_small is None or min(rest_done) >= last_small))
-        qs = [q for q, s in g.items() if s is not None]
-        rho = spearman(qs, [g[q] for q in qs]) if len(qs) > 1 else float("nan")
-        acc = final_valid_acc(miiii)
-        above = above_chance(acc, list(g))
-        rho_acc = spearman(list(g), above)
-        add("miiii: small primes generalise first: Spearman ρ of q and grok step (grokked tasks) > 0, and of q and "
-            "final validation accuracy above chance, (acc - 1/q) / (1 - 1/q), < 0",
-            "2, 3, 5, 7 first", f"{len(qs)}/{len(g)} tasks grok, ρ(q, step) = {rho:.2f}; ρ(q, accuracy) = "
-            f"{rho_acc:.2f}; above chance by q: " + ", ".join(f"{q}: {a:.2f}" for q, a in zip(g, above, strict=True)),
-            bool((len(qs) < 2 or rho > 0) and rho_acc < 0 and len(qs) > 0))
-        add("miiii: every task reaches validation accuracy 1", "29/29 tasks, accuracy 1.0",
-            f"{int((acc >= A.GROK_THRESHOLD).sum())}/{len(acc)} tasks ≥ 0.99; mean {acc.mean():.2f}",
-            bool((acc >= A.GROK_THRESHOLD).all()))
-    if nanda is not None and miiii is not None:
-        n50, n90, n50s, n90s = svd_counts(nanda)
-        m50, m90, m50s, m90s = svd_counts(miiii)
-        add("singular values of W_E: miiii's spectrum is more diffuse than nanda's (components for 50 % / 90 %)",
-            "Σσ: nanda 5 / 49, miiii 35 / 73",
-            f"Σσ²: nanda {n50} / {n90}, miiii {m50} / {m90}; Σσ: nanda {n50s} / {n90s}, miiii {m50s} / {m90s}",
-            m50 > n50 and m90 >= n90)
-        na, ma = n_active_embed(nanda), n_active_embed(miiii)
-        nf, mf = freq_count(nanda, 0.9), freq_count(miiii, 0.9)
-        add("FFT of W_E: few frequencies for nanda, a broader spectrum for miiii (Figs. 11-12); judged by the "
-            "frequencies holding 90 % of the Fourier energy (a flat spectrum has no outlier above mean + 2 std)",
-            "few vs many",
-            f"90 % energy: nanda {nf}, miiii {mf} (of {nanda.config.task.p // 2}, {miiii.config.task.p // 2}); "
-            f"active (mean + 2 std): nanda {na}, miiii {ma}; Gini: nanda {embed_gini(nanda):.2f}, "
-            f"miiii {embed_gini(miiii):.2f}", mf > nf)
-    if nanda is not None and miiii is not None:
-        a_n, a_m = attention_to_x0(nanda), attention_to_x0(miiii)
-        dev = lambda a: float(np.abs(a - 0.5).max())  # noqa: E731
-        add("attention from the output position: miiii's heads each lean to one digit, nanda's split evenly "
-            "(Fig. 18; mean attention a to x0 per head, and the largest abs(a - 0.5))", "miiii one digit per head",
-            f"nanda {', '.join(f'{v:.2f}' for v in a_n)} ({dev(a_n):.2f}); "
-            f"miiii {', '.join(f'{v:.2f}' for v in a_m)} ({dev(a_m):.2f})", dev(a_m) > dev(a_n))
-    if basis is not None:
-        acc = final_valid_acc(basis)
-        chance = np.mean([1 / _q(n) for n in basis.metrics["task_names"]])
-        gb = embed_gini(basis)
-        ref = f"; miiii {embed_gini(miiii):.2f}" if miiii is not None else ""
-        add("basis (shuffled labels): no structure is learned", "no periodicity (Fig. 13)",
-            f"mean valid accuracy {acc.mean():.3f} (chance {chance:.3f}); Gini of W_E Fourier norms {gb:.2f}{ref}",
-            bool(acc.mean() < chance + 0.05 and (miiii is None or gb < embed_gini(miiii))))
-    if nogf is not None:
-        acc, g = final_valid_acc(nogf), grok_table(nogf)
-        n0 = sum(s is not None for s in g.values())
-        measured = f"λ = 0: {n0}/{len(g)} grok, mean final valid accuracy {acc.mean():.3f}"
-        holds = None
-        if miiii is not None:
-            ref, gr = final_valid_acc(miiii), grok_table(miiii)
-            n1 = sum(s is not None for s in gr.values())
-            measured += f"; λ = {miiii.config.optim.lamb:g}: {n1}/{len(gr)} grok, {ref.mean():.3f}"
-            holds = bool(n0 < n1 or (n0 == n1 and acc.mean() < ref.mean() - 0.02))
-        add("miiii without grokfast (λ = 0) does not converge in the same budget (fewer tasks grok, or lower "
-            "accuracy by > 0.02)", "does not converge", measured, holds)
-    rec = next((r for r in (miiii, nanda) if r is not None and recorded_neurons(r) is not None), None)
-    if rec is not None:
-        steps, counts = active_over_training(rec)
-        add(f"{label_of(rec)}: active MLP frequencies (mean + 2 std) over training spike while the last tasks are "
-            "learned, then fall (Table 3; here at the same fractions of the run: 1/256, 1/64, 1/16, 1/4, 1)",
-            "n_ω = 0, 0, 10, 18, 10",
-            "n_ω = " + ", ".join(f"{c} (step {s})" for s, c in zip(steps, counts, strict=True)),
-            bool(max(counts) > counts[-1] and max(counts) > counts[0]))
-    if masked is not None:
-        g = grok_table(masked)
-        order = A.grok_order([f"q={q}" for q in g], list(g.values()))
-        add("masked (q = 2, 3, 5, 7 out of the loss): 11, 13, 17, 19 grok first", "11, 13, 17, 19 first",
-            "order: " + (", ".join(order[:8]) or "none grok"),
-            bool(order) and set(order[:4]) <= {"q=11", "q=13", "q=17", "q=19"})
-    if nodrop is not None:  # the appendix shows this run's curves; the paper states no number for it
-        acc, g = final_valid_acc(nodrop), grok_table(nodrop)
-        measured = (f"dropout 0: {sum(s is not None for s in g.values())}/{len(g)} grok, mean final valid accuracy "
-                    f"{acc.mean():.3f}")
-        if miiii is not None:
-            gr = grok_table(miiii)
-            measured += (f"; dropout {miiii.config.model.dropout:g}: {sum(s is not None for s in gr.values())}/"
-                         f"{len(gr)} grok, {final_valid_acc(miiii).mean():.3f}")
-        add("appendix: miiii without dropout (accuracy curves: fig05_accuracy_nodropout)", "shown, no number",
-            measured, None)
-    return rows
+    project: frequency dominance of the recorded neurons (Nanda's variance fractions), active above mean + 2 std
+    of the frequencies at that step. original n0 / mean, +1 / +2 std: the original code's pipeline
+    (`analysis.original_active_counts`) on neuron 0 (what it read) or on the mean over the recorded neurons (the
+    text's "averaged over neurons"), thresholded at mean + 1 std (the code) or + 2 std (the text).
+    """
+    neurons = recorded_neurons(run)
+    p, total = run.config.task.p, run.config.train.steps
+    steps = np.asarray(run.steps_of(NEURONS))
+    out = {}
+    idx = _at_fractions(steps, total)
+    counts = [int(A.active_frequencies(A.frequency_dominance(A.to_grid(np.asarray(neurons[i], np.float64), p))).sum())
+              for i in idx]
+    out["project: dominance, mean + 2 std per step"] = ([int(steps[i]) for i in idx], counts)
+    spec = np.concatenate([A.original_neuron_spectrum(neurons[i:i + 16], p) for i in range(0, len(neurons), 16)])
+    for which, series in (("neuron 0", spec[:, 0]), ("mean over neurons", spec.mean(1))):
+        for k in (1, 2):
+            log_steps, c = A.original_active_counts(series, steps, n_std=k)
+            j = _at_fractions(log_steps, total)
+            out[f"original: {which}, mean + {k} std"] = ([int(log_steps[i]) for i in j], [int(c[i]) for i in j])
+    return out
 
 
-def results_markdown(runs: dict[str, Run], title: str, notes: str = "") -> str:
+# ---------------------------------------------------------------- the claims
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def _steps(grok: dict, qs) -> str:
+    return ", ".join(f"{q}@{_fmt(grok.get(q))}" for q in qs if q in grok)
+
+
+def _positional(role: str, test) -> Callable:
+    def judge(r):
+        v = A.pearson(*r[role].params["W_pos"][:2])
+        return Outcome(f"r = {v:.2f}", {"r": v}, bool(test(v)))
+    return judge
+
+
+def _perfect(r):
+    acc = final_acc(r["miiii"])
+    n1, n99 = int((acc >= 1.0).sum()), int((acc >= A.GROK_THRESHOLD).sum())
+    return Outcome(f"{n1}/{len(acc)} tasks at 1.0, {n99}/{len(acc)} ≥ 0.99, lowest {acc.min():.3f}",
+                   {"tasks at 1.0": n1, "lowest accuracy": float(acc.min())}, rule_perfect(acc))
+
+
+def _succession(r):
+    g = grok_table(r["miiii"])
+    return Outcome(_steps(g, SMALL), {f"q={q} step": g.get(q) for q in SMALL}, rule_in_succession(g))
+
+
+def _around(r):
+    run = r["miiii"]
+    g, target = grok_table(run), 40_000 * run.config.train.steps / PAPER_STEPS
+    rest = [s for q, s in g.items() if q not in SMALL]
+    done = [s for s in rest if s is not None]
+    text = f"{len(done)}/{len(rest)} grok" + (f", steps {min(done)}–{max(done)}, median {np.median(done):.0f}"
+                                             if done else "") + f" (target {target:.0f}); last small q at " + \
+        _fmt(max((g[q] for q in SMALL if g.get(q) is not None), default=None))
+    nums = {"remaining grokked": len(done), "median step": float(np.median(done)) if done else None}
+    return Outcome(text, nums, rule_remaining_later_around(g, target=target))
+
+
+def _order(r):
+    g = grok_table(r["miiii"])
+    holds, rho, p, n = rule_no_particular_order(g)
+    if holds is None:
+        return Outcome(f"{n} of the remaining tasks grok", {"grokked": n}, None,
+                       f"fewer than {MIN_ORDER_TASKS} of the remaining tasks grok: no order to test")
+    return Outcome(f"ρ(q, grok step) = {rho:.2f}, permutation p = {p:.4f} over {n} tasks",
+                   {"ρ": rho, "p": p}, holds)
+
+
+def _nogf(r):
+    g = grok_table(r["nogrokfast"])
+    n = sum(s is not None for s in g.values())
+    return Outcome(f"λ = 0: {n}/{len(g)} grok (last at {_fmt(max((s for s in g.values() if s), default=None))})",
+                   {"grokked with λ = 0": n}, rule_did_not_converge(g))
+
+
+def _faster(r):
+    with_gf, without = grok_table(r["miiii"]), grok_table(r["nogrokfast"])
+    holds, gain = rule_grokfast_faster(with_gf, without)
+    n1, n0 = (sum(s is not None for s in t.values()) for t in (with_gf, without))
+    return Outcome(f"grokked: λ = {r['miiii'].config.optim.lamb:g} {n1}, λ = 0 {n0}; median steps saved "
+                   f"{_fmt(gain)}", {"median steps saved": gain}, holds)
+
+
+def _diffuse(r):
+    n, m = svd_marks(r["nanda"]), svd_marks(r["miiii"])
+    show = lambda d, k: f"{d[k + '_50']} / {d[k + '_90']}"  # noqa: E731
+    text = (f"ticks (original, Σσ): nanda {show(n, 'tick_s')}, miiii {show(m, 'tick_s')}; counts Σσ: nanda "
+            f"{show(n, 'count_s')}, miiii {show(m, 'count_s')}; counts Σσ²: nanda {show(n, 'count_s2')}, miiii "
+            f"{show(m, 'count_s2')}")
+    nums = {f"{role} {k}": d[k] for role, d in (("nanda", n), ("miiii", m)) for k in ("tick_s_50", "tick_s_90")}
+    return Outcome(text, nums, rule_more_diffuse((n["count_s_50"], n["count_s_90"]),
+                                                 (m["count_s_50"], m["count_s_90"])))
+
+
+def _fft(r):
+    nf, mf = freq_count(r["nanda"]), freq_count(r["miiii"])
+    return Outcome(f"frequencies holding 90 % of the energy: nanda {nf}, miiii {mf} (of "
+                   f"{r['nanda'].config.task.p // 2}, {r['miiii'].config.task.p // 2}); Gini nanda "
+                   f"{embed_gini(r['nanda']):.2f}, miiii {embed_gini(r['miiii']):.2f}",
+                   {"nanda": nf, "miiii": mf}, mf > nf)
+
+
+def _attention(r):
+    a0, a1 = attention_to_digits(r["miiii"])
+    text = "to x0 / x1 per head: " + ", ".join(f"{u:.2f}/{v:.2f}" for u, v in zip(a0, a1, strict=True))
+    return Outcome(text, {"least one-digit share": float(np.maximum(a0, a1).min())}, rule_one_digit_per_head(a0, a1))
+
+
+def _basis(r):
+    run = r["basis"]
+    acc = final_acc(run)
+    chance = float(np.mean([1 / _q(n) for n in run.metrics["task_names"]]))
+    gb, gm = embed_gini(run), (embed_gini(r["miiii"]) if "miiii" in r else None)
+    holds = bool(acc.mean() < chance + 0.05 and (gm is None or gb < gm))
+    return Outcome(f"mean valid accuracy {acc.mean():.3f} (chance {chance:.3f}); Gini of W_E's Fourier norms {gb:.2f}"
+                   + (f" (miiii {gm:.2f})" if gm is not None else ""), {"accuracy": float(acc.mean())}, holds)
+
+
+def _spike(definition: str) -> Callable:
+    def judge(r):
+        run = r["miiii"]
+        if recorded_neurons(run) is None:
+            return Outcome("no recording of the MLP neurons over the grid", {}, None, "the run has no recording")
+        steps, counts = active_counts(run)[definition]
+        return Outcome("n_ω = " + ", ".join(f"{c} (step {s})" for s, c in zip(steps, counts, strict=True)),
+                       {"peak": max(counts)}, rule_spike(counts))
+    return judge
+
+
+def _masked_first(r):
+    g = grok_table(r["masked"])
+    order = A.grok_order([f"{q}" for q in g], list(g.values()))
+    return Outcome("first to grok: " + (", ".join(order[:6]) or "none"), {}, rule_first_grok(g))
+
+
+def _masked_all(r):
+    g = {q: s for q, s in grok_table(r["masked"]).items() if q not in SMALL}  # the masked four are not trained
+    n = sum(s is not None for s in g.values())
+    return Outcome(f"{n}/{len(g)} trained tasks grok", {"grokked": n}, rule_all_grok(g))
+
+
+def _nodropout(r):
+    run = r["nodropout"]
+    tr, va = by_q(run, final_acc(run, "train")), by_q(run, final_acc(run))
+    over = [q for q in va if tr[q] >= A.GROK_THRESHOLD and va[q] < A.GROK_THRESHOLD]
+    general = [q for q in va if va[q] >= A.GROK_THRESHOLD]
+    return Outcome(f"generalise: {', '.join(map(str, general)) or 'none'}; overfit: {len(over)}/{len(va)}",
+                   {"overfit": len(over), "generalise": len(general)}, rule_overfits_all_but(tr, va))
+
+
+SPIKE = "Table 3: the number of active frequencies |ω| over training, a transient spike while the last tasks are " \
+        "learned"
+CLAIMS = (
+    Claim("pos-nanda", "For T_nanda […] the positional embeddings are virtually identical, with a Pearson correlation "
+          "of 0.95", "§Embeddings, Fig. 7", "r = 0.95", "holds if r(W_pos[0], W_pos[1]) ≥ 0.9 (virtually identical)",
+          ("nanda",), _positional("nanda", lambda r: r >= 0.9)),
+    Claim("pos-miiii", "for T_miiii, the positional embeddings have a Pearson correlation of −0.64, indicating that "
+          "the embeddings for the two positions are different", "§Embeddings, Fig. 7", "r = −0.64",
+          "holds if r(W_pos[0], W_pos[1]) < 0", ("miiii",), _positional("miiii", lambda r: r < 0)),
+    Claim("perfect", "The model achieves a perfect accuracy of 1 on the validation set across all 29 tasks",
+          "§Model performance, Fig. 5", "29/29 at 1.0",
+          "holds if every task's final validation accuracy is exactly 1 (all tasks of the run's p)", ("miiii",),
+          _perfect),
+    Claim("succession", "tasks corresponding to modulo 2, 3, 5, and 7 generalized in succession",
+          "§Model performance", "2, 3, 5, 7", "holds if q = 2, 3, 5, 7 all grok (valid ≥ 0.99) at strictly "
+          "increasing steps", ("miiii",), _succession),
+    Claim("around-40k", "the remaining 25 tasks generalized around epoch 40,000", "§Model performance, Fig. 5",
+          "≈ 40,000 of 65,536", "holds if every other task groks, each after the last of q = 2, 3, 5, 7, with the "
+          "median grok step within a factor 2 of 40,000 × (run steps / 65,536)", ("miiii",), _around),
+    Claim("no-order", "[the remaining 25 tasks generalized] in no particular order", "§Model performance, Fig. 5",
+          "no order", f"holds if a two-sided permutation test (10,000 permutations) of Spearman ρ(q, grok step) over "
+          f"the remaining grokked tasks gives p ≥ {ALPHA}; not testable below {MIN_ORDER_TASKS} grokked tasks",
+          ("miiii",), _order),
+    Claim("lambda-0", "the model did not converge when λ = 0", "§Hyper-parameter optimization", "does not converge",
+          "holds if with λ = 0 (the same recipe and budget otherwise) at most half of the tasks grok",
+          ("nogrokfast",), _nogf),
+    Claim("grokfast-faster", "[grokfast confirms] the utility of the gradient amplification", "§Hyper-parameter "
+          "optimization (a separate reading of the same sentence)", "–", "holds if at least as many tasks grok with "
+          "λ > 0 as with λ = 0 and the median grok step of the tasks grokked in both is earlier with λ > 0",
+          ("miiii", "nogrokfast"), _faster),
+    Claim("svd", "The singular values for T_miiii are more diffuse, indicating that a larger number of components "
+          "are needed", "§Embeddings, Fig. 8", "ticks nanda 5 / 49, miiii 35 / 73 (original, Σσ)",
+          "holds if miiii needs more singular values of W_E than nanda to reach both 50 % and 90 % of Σσ (the "
+          "original's normalisation)", ("nanda", "miiii"), _diffuse),
+    Claim("fft", "Only a few frequencies are active for T_nanda […] For the T_miiii model, we observe a broader "
+          "spectrum of active frequencies", "§Embeddings, Figs. 11–12", "few vs broader",
+          "holds if more frequencies of W_E hold 90 % of its Fourier energy for miiii than for nanda",
+          ("nanda", "miiii"), _fft),
+    Claim("attention", "miiii's heads each attend to one digit", "Fig. 18", "one digit per head",
+          "holds if every miiii head puts ≥ 0.9 of its attention from the output position on x0 or on x1",
+          ("miiii",), _attention),
+    Claim("basis", "the periodicity is understood to be a structure inherent to the data picked up by the model",
+          "Fig. 13 (T_basis)", "no periodicity", "holds if the shuffled-label run stays within 0.05 of chance and "
+          "its W_E Fourier spectrum is flatter (lower Gini) than miiii's", ("basis",), _basis),
+    *(Claim(f"table3-{i}", SPIKE, "Table 3, Fig. 16", "0, 0, 10, 18, 10 at epochs 256 … 65,536",
+            f"{d}: holds if the count peaks at one of the middle three fractions (1/64, 1/16, 1/4 of the run) above "
+            "both the first (1/256) and the last", ("miiii",), _spike(d), recorded=True)
+      for i, d in enumerate(("project: dominance, mean + 2 std per step", "original: neuron 0, mean + 1 std",
+                             "original: neuron 0, mean + 2 std", "original: mean over neurons, mean + 1 std",
+                             "original: mean over neurons, mean + 2 std"))),
+    Claim("masked-first", "the tasks 11, 13, 17, 19 grok first", "Appendix (masked run)", "11, 13, 17, 19 first",
+          "holds if the first four tasks to grok are exactly {11, 13, 17, 19}", ("masked",), _masked_first),
+    Claim("masked-all", "[11, 13, 17, 19 first,] then all tasks", "Appendix (masked run)", "all tasks",
+          "holds if every task that is trained (q > 7) groks", ("masked",), _masked_all),
+    Claim("no-dropout", "with dropout off the model overfits every task but q ∈ {2, 3}", "Appendix (no dropout)",
+          "overfits all but 2, 3", "holds if q = 2, 3 reach validation ≥ 0.99 and every other task ends with "
+          "training ≥ 0.99 and validation < 0.99", ("nodropout",), _nodropout),
+)
+
+
+# ---------------------------------------------------------------- judging over seeds
+
+
+def as_seeds(runs: dict) -> dict[str, list[Run]]:
+    return {k: (v if isinstance(v, list) else [v]) for k, v in runs.items()}
+
+
+def judge(claim: Claim, runs: dict[str, list[Run]]) -> dict | None:
+    """The claim over every seed that has all its runs; None when a role it needs is missing."""
+    if any(role not in runs for role in claim.roles):
+        return None
+    n = 1 if claim.recorded else min(len(runs[role]) for role in claim.roles)
+    seeds = [{role: rs[i] for role, rs in runs.items() if i < len(rs)} for i in range(n)]
+    outs = [claim.judge(s) for s in seeds]
+    tested = [o for o in outs if o.holds is not None]
+    k = sum(o.holds for o in tested)
+    if any(o.holds is False for o in tested):
+        verdict = "does not hold"
+    elif tested and len(tested) == len(outs):
+        verdict = "holds"
+    else:
+        verdict = "not testable"
+    why = next((o.why for o in outs if o.holds is None), "")
+    numbers = {}
+    for name in outs[0].numbers:
+        vals = [o.numbers.get(name) for o in outs if o.numbers.get(name) is not None]
+        if vals:
+            numbers[name] = (float(np.mean(vals)), float(np.std(vals)), len(vals))
+    return dict(key=claim.key, claim=claim.text, source=claim.source, paper=claim.paper, rule=claim.rule,
+                measured=outs[0].measured, seeds=len(outs), tested=len(tested), holds_in=k, verdict=verdict,
+                why=why, numbers=numbers, per_seed=[o.measured for o in outs])
+
+
+def claims(runs: dict) -> list[dict]:
+    """One row per claim whose runs are present (see `judge`)."""
+    runs = as_seeds(runs)
+    return [row for c in CLAIMS if (row := judge(c, runs)) is not None]
+
+
+# ---------------------------------------------------------------- results.md
+
+
+def _cell(v) -> str:
+    return str(v).replace("|", "/").replace("\n", " ")  # a '|' would split the markdown cell
+
+
+def _numbers(row: dict) -> str:
+    if row["seeds"] < 2:
+        return "–"
+    return "; ".join(f"{k} {m:.4g} ± {s:.2g}" + (f" (n = {n})" if n != row["seeds"] else "")
+                     for k, (m, s, n) in row["numbers"].items()) or "–"
+
+
+def table3_section(runs: dict[str, list[Run]]) -> list[str]:
+    run = runs.get("miiii", [None])[0]
+    if run is None or recorded_neurons(run) is None:
+        return []
+    counts = active_counts(run)
+    lines = ["## Table 3 by both definitions (the recorded miiii run, seed "
+             f"{run.config.train.seed})", "",
+             "The paper's |ω| = 0, 0, 10, 18, 10 at epochs 256, 1,024, 4,096, 16,384, 65,536 of 65,536 were typed "
+             "into its source; the original code (`omega_aux`/`finding_fn`) counts as the rows marked *original*. "
+             "Each row is read at the recorded step nearest to the same fractions of this run.", "",
+             "| definition | " + " | ".join(f"{f:.4g} of the run" for f in FRACTIONS) + " | spike? |",
+             "| --- |" + " --- |" * (len(FRACTIONS) + 1)]
+    for name, (steps, c) in counts.items():
+        lines.append(f"| {name} | " + " | ".join(f"{n} (step {s})" for s, n in zip(steps, c, strict=True))
+                     + f" | {'yes' if rule_spike(c) else 'no'} |")
+    return lines + [""]
+
+
+def svd_section(runs: dict[str, list[Run]]) -> list[str]:
+    if "nanda" not in runs or "miiii" not in runs:
+        return []
+    lines = ["## Singular values of W_E by both definitions (mean ± std over seeds)", "",
+             "*tick*: the original code's mark, the last 0-based index whose cumulative share of Σσ is below the "
+             "threshold (= count − 2); the paper's 5 / 49 and 35 / 73 are ticks. *count*: how many values reach the "
+             "share, of Σσ or of Σσ² (explained variance).", "",
+             "| run | paper (tick) | tick Σσ 50 % / 90 % | count Σσ | count Σσ² |", "| --- | --- | --- | --- | --- |"]
+    for role, paper in (("nanda", "5 / 49"), ("miiii", "35 / 73")):
+        marks = [svd_marks(r) for r in runs[role]]
+
+        def ms(k, marks=marks):
+            v = [m[k] for m in marks]
+            return f"{np.mean(v):.1f}" + (f" ± {np.std(v):.1f}" if len(v) > 1 else "")
+
+        lines.append(f"| {role} ({len(marks)} seeds) | {paper} | {ms('tick_s_50')} / {ms('tick_s_90')} | "
+                     f"{ms('count_s_50')} / {ms('count_s_90')} | {ms('count_s2_50')} / {ms('count_s2_90')} |")
+    return lines + [""]
+
+
+def results_markdown(runs: dict, title: str, notes: str = "", provenance: dict | None = None) -> str:
+    runs = as_seeds(runs)
     rows = claims(runs)
     lines = [f"# {title}", "", "Generated by `experiments/paper.py` from the run directories below; do not edit.", ""]
+    if provenance:
+        lines += ["| provenance | |", "| --- | --- |"] + [f"| {k} | {_cell(v)} |" for k, v in provenance.items()] + [""]
     if notes:
         lines += [notes, ""]
-    lines += ["| claim | paper | measured | holds |", "| --- | --- | --- | --- |"]
-    mark = {True: "yes", False: "**no**", None: "–"}
-    cell = lambda v: str(v).replace("|", "/")  # noqa: E731  (a '|' would split the markdown cell)
-    for r in rows:
-        lines.append(f"| {cell(r['claim'])} | {cell(r['paper'])} | {cell(r['measured'])} | {mark[r['holds']]} |")
-    lines += ["", "## Runs", "", "| role | run directory | task | p | d_model | λ | steps | wall s | grokked |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for role, run in runs.items():
-        c, s = run.config, run.summary
-        g = s.get("grok_step", {})
+    lines += ["A verdict tests the sentence as the paper writes it, with the rule beside it, in every seed: *holds* "
+              "only if it holds in each; one seed against it makes it *does not hold*; *not testable* says why. "
+              "'measured' is the first (recorded) seed; the numbers after it are mean ± std over seeds.", "",
+              "| # | claim, as written | source | paper | rule | measured (first seed) | over seeds | holds in | "
+              "verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for i, r in enumerate(rows, 1):
+        verdict = f"**{r['verdict']}**" + (f" ({r['why']})" if r["verdict"] == "not testable" and r["why"] else "")
+        lines.append(f"| {i} | “{_cell(r['claim'])}” | {_cell(r['source'])} | {_cell(r['paper'])} | "
+                     f"{_cell(r['rule'])} | {_cell(r['measured'])} | {_cell(_numbers(r))} | "
+                     f"{r['holds_in']}/{r['seeds']} | {verdict} |")
+    lines += [""] + table3_section(runs) + svd_section(runs)
+    lines += ["## Runs", "", "| role | seeds | run directories | task | p | d_model | λ | steps | precision | "
+              "wall s (first) | grokked per seed |", "|" + " --- |" * 11]
+    for role, rs in runs.items():
+        c, s = rs[0].config, rs[0].summary
         lam = c.optim.lamb if c.optim.grokfast != "none" else 0
-        lines.append(f"| {role} | `{run.path}` | {c.task.name} {c.task.variant} | {c.task.p} | {c.model.d_model} | "
-                     f"{lam} | {c.train.steps} | {s.get('wall_s', '–')} | "
-                     f"{sum(v is not None for v in g.values())}/{len(g)} |")
+        grokked = ", ".join(f"{sum(v is not None for v in r.summary.get('grok_step', {}).values())}/"
+                            f"{len(r.summary.get('grok_step', {}))}" for r in rs)
+        dirs = f"`{rs[0].path}`" + (f" + `{rs[1].path.parent}`" if len(rs) > 1 else "")
+        lines.append(f"| {role} | {', '.join(str(r.config.train.seed) for r in rs)} | {dirs} | {c.task.name} "
+                     f"{c.task.variant} | {c.task.p} | {c.model.d_model} | {lam} | {c.train.steps} | "
+                     f"{s.get('precision', c.train.precision)} | {s.get('wall_s', '–')} | {grokked} |")
     return "\n".join(lines) + "\n"
 
 
-def write_results(runs: dict[str, Run], path: str | Path, title: str = "miiii: the paper's claims, measured",
-                  notes: str = "") -> Path:
+def write_results(runs: dict, path: str | Path, title: str = "miiii: the paper's claims, judged as written",
+                  notes: str = "", provenance: dict | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(results_markdown(runs, title, notes))
+    path.write_text(results_markdown(runs, title, notes, provenance))
     return path

@@ -14,7 +14,7 @@ from miiii import plots
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides, get_preset, validate
 from miiii.record import plan
-from miiii.report import claims, results_markdown
+from miiii.report import VERDICTS, claims, results_markdown
 from miiii.rundir import load_run
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
@@ -77,17 +77,27 @@ def test_figures_on_a_directory_that_is_not_a_run(tmp_path, capsys):
 def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
     loaded = {k: load_run(v) for k, v in runs.items()}
     rows = claims(loaded)
-    text = results_markdown(loaded, "test")
+    text = results_markdown(loaded, "test", provenance={"commit": "0" * 40})
     r_nanda = A.pearson(*loaded["nanda"].params["W_pos"][:2])
     r_miiii = A.pearson(*loaded["miiii"].params["W_pos"][:2])
     assert f"r = {r_nanda:.2f}" in text and f"r = {r_miiii:.2f}" in text
-    assert {"claim", "paper", "measured", "holds"} <= set(rows[0])
-    assert any("grok in that order" in r["claim"] for r in rows)
-    assert any("basis" in r["claim"] for r in rows)
-    assert any("Table 3" in r["claim"] for r in rows)  # the nanda run has a (synthetic) recording
+    assert {"claim", "paper", "rule", "measured", "verdict", "holds_in", "seeds"} <= set(rows[0])
+    assert all(r["verdict"] in VERDICTS and r["rule"].startswith(("holds if", "project", "original")) for r in rows)
+    keys = {r["key"] for r in rows}
+    assert {"pos-nanda", "succession", "no-order", "svd", "basis", "table3-0", "table3-1"} <= keys
+    assert "Table 3 by both definitions" in text and "| commit | 0000000000" in text
     assert text.count("\n| ") >= len(rows) + len(loaded)
     # a claim needing a run that is missing is left out, not invented
-    assert not any("λ = 0" in r["claim"] for r in rows)
+    assert not keys & {"lambda-0", "grokfast-faster", "masked-first", "no-dropout"}
+
+
+def test_results_judge_every_seed_of_a_role(runs):
+    loaded = {k: load_run(v) for k, v in runs.items()}
+    two = {"nanda": [loaded["nanda"]] * 2, "miiii": [loaded["miiii"]] * 2, "nodropout": [loaded["miiii"]] * 2}
+    rows = {r["key"]: r for r in claims(two)}
+    assert rows["pos-miiii"]["seeds"] == 2 and rows["table3-0"]["seeds"] == 1  # Table 3 reads the recorded run only
+    row = rows["no-dropout"]  # any miiii run stands in for the appendix run
+    assert row["verdict"] in VERDICTS and row["measured"].startswith("generalise")
 
 
 def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
@@ -100,14 +110,6 @@ def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
         get_preset(cpu)
     with pytest.raises(ConfigError):
         get_preset("no-such-preset")
-
-
-def test_results_has_the_no_dropout_appendix_row(runs):
-    loaded = {k: load_run(v) for k, v in runs.items()}
-    rows = claims(loaded | {"nodropout": loaded["miiii"]})  # any miiii run stands in for the appendix run
-    row = next(r for r in rows if r["claim"].startswith("appendix: miiii without dropout"))
-    assert row["holds"] is None and row["measured"].startswith("dropout 0")  # the paper gives no number
-    assert not any(r["claim"].startswith("appendix") for r in claims(loaded))
 
 
 def test_full_paper_recordings_fit_the_default_budget():
@@ -156,7 +158,7 @@ def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp
     monkeypatch.setattr(paper, "train_run", lambda *a, **k: pytest.fail("--reuse retrained an interrupted run"))
     runs = paper.run_all(tmp_path, True, ["nanda"], reuse=True, progress=False, steps=40, sets=sets)
     assert "nanda: resumed" in capsys.readouterr().out
-    run = runs["nanda"]
+    run = runs["nanda"][0]
     assert run.config.task.p == 13 and run.config.model.d_model == 32 and run.config.train.steps == 40
     assert "logits" in run.config.record.acts and run.config.record.inputs == "grid"  # the experiment's recording
     assert run.summary["resumed_from"] == 20 and len(run.metrics["step"]) == 40
