@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.config import apply_overrides, get_preset
+from miiii import apply_overrides, get_preset
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
 

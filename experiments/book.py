@@ -40,7 +40,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
-from miiii.config import RunConfig, apply_overrides, get_preset  # noqa: E402
+from miiii.config import RunConfig, apply_overrides  # noqa: E402
+from miiii.presets import get_preset  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
 

@@ -34,8 +34,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from miiii.config import ConfigError, RecordConfig, apply_overrides, get_preset
+from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.plots import draw_all
+from miiii.presets import get_preset
 from miiii.report import write_results
 from miiii.rundir import load_run
 from miiii.runner import resume_run, train_run

@@ -1,6 +1,7 @@
 """miiii: grokking and mechanistic interpretability of modular-arithmetic transformers in JAX/Flax."""
 
-from miiii.config import PRESETS, ConfigError, RunConfig, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, RunConfig, apply_overrides, validate
+from miiii.presets import PRESETS, get_preset
 from miiii.rundir import Run, load_run
 from miiii.tasks import make_task
 

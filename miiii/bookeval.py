@@ -43,7 +43,7 @@ class Evaluator:
 
     def __init__(self, run_dir: str | Path):
         run = load_run(run_dir)
-        if run.config.task.name not in ("addition", "reversal") or not run.params:
+        if not run.config.task.is_sequence or not run.params:
             raise ConfigError(f"{run_dir} is not a finished addition or reversal run")
         self.run, self.cfg = run, run.config
         self.task = make_task(self.cfg.task)

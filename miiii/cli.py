@@ -9,15 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from miiii.config import (
-    _SECTION_TYPES,
-    DEFAULT_PRESET,
-    PRESETS,
-    ConfigError,
-    apply_overrides,
-    get_preset,
-)
+from miiii.config import SECTIONS, ConfigError, apply_overrides
 from miiii.files import RunError
+from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,7 +99,7 @@ def cmd_presets(args) -> int:
         print(f"{name:<{width}}  {desc}")
     if args.keys:
         print("\nconfig keys (--set section.key=value):")
-        for sec, typ in _SECTION_TYPES.items():
+        for sec, typ in SECTIONS.items():
             for f in typ.__dataclass_fields__.values():
                 print(f"  {sec}.{f.name} = {f.default!r}")
     return 0

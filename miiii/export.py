@@ -147,7 +147,7 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
                     tricks=tricks)
     config = dict(n_digits=n, n_layers=m.n_layers, layer_norm=m.layer_norm, causal=m.causal,
                   pos_embed=m.pos_embed, mlp_bias=m.mlp_bias, tie_head=m.tie_head,
-                  max_len=3 * n + 3, metadata=metadata)
+                  max_len=cfg.task.seq_len, metadata=metadata)
     buf = io.BytesIO()
     np.savez_compressed(buf, **flat)
     text = _TEMPLATE.format(name=metadata["name"], n=n, run=Path(run_dir).name, config=json.dumps(config),

@@ -23,7 +23,6 @@ from miiii.config import ConfigError, is_prime  # noqa: E402
 from miiii.rundir import Run, load_run  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-GRID_TASKS = ("nanda", "miiii")
 NEURONS = "blocks.0.mlp.hook_post"
 CROP = 37  # the paper shows at most the top-left 37 x 37 of a grid
 
@@ -46,7 +45,8 @@ def label(run: Run) -> str:
 
 
 def is_grid(run: Run) -> bool:
-    return run.config.task.name in GRID_TASKS
+    """A run of a grid task (nanda, miiii): `TaskConfig.is_sequence` is the one answer."""
+    return not run.config.task.is_sequence
 
 
 # ---------------------------------------------------------------- model-independent (figures 1-3)

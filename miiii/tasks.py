@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from miiii.config import ConfigError, TaskConfig, is_prime
+from miiii.config import TASKS, ConfigError, TaskConfig, is_prime, sequence_length
 
 # Book vocabulary: digits 0-9, then these four.
 PLUS, EQUALS, EOS, PAD = 10, 11, 12, 13
@@ -273,19 +273,16 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
 
 
 def make_task(cfg: TaskConfig) -> Task:
-    if cfg.name in ("nanda", "miiii"):
-        return make_grid_task(cfg)
-    if cfg.name in ("addition", "reversal"):
-        return make_sequence_task(cfg)
-    raise ConfigError(f"unknown task '{cfg.name}'; choose one of: nanda, miiii, addition, reversal")
+    if cfg.name not in TASKS:
+        raise ConfigError(f"unknown task '{cfg.name}'; choose one of: {', '.join(TASKS)}")
+    return make_sequence_task(cfg) if cfg.is_sequence else make_grid_task(cfg)
 
 
 def loss_floor(name: str, n_digits: int) -> float:
     """Population loss of a model that predicts every deterministic token exactly.
 
     Only the operand digits after the first are unpredictable (uniform over 10): addition has 2n-1 of
-    them over 3n+3 target positions, reversal n-1 over 2n+1.
+    them over 3n+3 target positions, reversal n-1 over 2n+1 (`config.sequence_length`).
     """
-    if name == "addition":
-        return (2 * n_digits - 1) * math.log(10) / (3 * n_digits + 3)
-    return (n_digits - 1) * math.log(10) / (2 * n_digits + 1)
+    unpredictable = 2 * n_digits - 1 if name == "addition" else n_digits - 1
+    return unpredictable * math.log(10) / sequence_length(name, n_digits)

@@ -17,7 +17,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from miiii.config import apply_overrides, get_preset
+from miiii.config import apply_overrides
+from miiii.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from miiii.config import get_preset
+from miiii.presets import get_preset
 from miiii.runner import train_run
 
 

@@ -9,7 +9,7 @@ import pytest
 from _runhelp import load_module
 from jax.extend.core import jaxprs_in_params
 
-from miiii.config import apply_overrides, get_preset
+from miiii import apply_overrides, get_preset
 from miiii.model import build_model
 from miiii.tasks import make_task
 

@@ -45,7 +45,7 @@ def test_train_writes_the_documented_run_directory(tmp_path):
 
 
 def test_presets_lists_every_preset():
-    from miiii.config import PRESETS
+    from miiii.presets import PRESETS
 
     res = cli("presets", "--keys")
     assert res.returncode == 0

@@ -12,8 +12,9 @@ import pytest
 from _runhelp import load_module
 
 from miiii.cli import main as cli_main
-from miiii.config import ConfigError, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, apply_overrides, validate
 from miiii.export import export_adder
+from miiii.presets import get_preset
 from miiii.runner import flatten_params
 from miiii.tasks import make_task
 from miiii.train import make_trainer

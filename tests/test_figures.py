@@ -12,7 +12,8 @@ from _runhelp import load_module
 from miiii import analysis as A
 from miiii import plots
 from miiii.cli import main
-from miiii.config import ConfigError, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, apply_overrides, validate
+from miiii.presets import get_preset
 from miiii.record import plan
 from miiii.report import VERDICTS, claims, results_markdown
 from miiii.rundir import load_run

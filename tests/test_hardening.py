@@ -15,7 +15,8 @@ from _runhelp import RESUME_ARGS, assert_same_run, reference_run, resume_cfg, tr
 
 import miiii.record
 from miiii.cli import main
-from miiii.config import ConfigError, RunConfig, TaskConfig, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, RunConfig, TaskConfig, apply_overrides, validate
+from miiii.presets import get_preset
 from miiii.record import RunError
 from miiii.rundir import load_run
 from miiii.runner import resume_run, train_run

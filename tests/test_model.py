@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.config import get_preset
 from miiii.model import build_model, count_params
+from miiii.presets import get_preset
 from miiii.tasks import make_task
 
 

@@ -4,7 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, apply_overrides, validate
+from miiii.presets import get_preset
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
 

@@ -13,7 +13,8 @@ import pytest
 
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
-from miiii.config import ConfigError, apply_overrides, get_preset
+from miiii.config import ConfigError, apply_overrides
+from miiii.presets import get_preset
 from miiii.record import npy_nbytes, param_path
 from miiii.rundir import load_run
 from miiii.runner import build, train_run

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, RecordConfig, RunConfig, apply_overrides, get_preset
+from miiii.config import ConfigError, RecordConfig, RunConfig, apply_overrides
+from miiii.presets import get_preset
 from miiii.runner import train_run
 from miiii.sweep import make_members, parse_grid, run_sweep
 

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, TaskConfig, apply_overrides, get_preset, validate
+from miiii.config import ConfigError, TaskConfig, apply_overrides, validate
+from miiii.presets import get_preset
 from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task, primes_below
 from miiii.train import loss_and_metrics
 

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.config import apply_overrides, get_preset
+from miiii.config import apply_overrides
+from miiii.presets import get_preset
 from miiii.runner import prepare
 from miiii.train import batch_indices, loss_and_metrics, make_trainer, task_data
 
