@@ -77,9 +77,12 @@ paper: $(STAMP)  ## the paper's six runs at full scale (GPU), all figures, resul
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 minutes on 2 cores): results/paper-cpu/
 	$(BIN)/python experiments/paper.py --smoke $(ARGS)
 
-TORCH ?= torch>=2.3
-bench: $(STAMP)  ## time miiii against the PyTorch references in ../shared/peers; writes bench.json
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+# PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
+# or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/torch_*.py); writes bench.json
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python experiments/bench.py $(ARGS)
 
 presets: $(STAMP)  ## list the presets

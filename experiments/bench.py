@@ -1,13 +1,19 @@
-"""Benchmark: miiii's jitted, scanned training against the plain PyTorch references, in one run.
+"""Benchmark: miiii's jitted, scanned training against plain PyTorch references, in one run.
 
-    make bench                      # or: python experiments/bench.py [--quick] [--peers ../shared/peers]
+    make bench                      # or: python experiments/bench.py [--quick] [--no-compile] [--peers DIR]
 
-Runtime: ~12 minutes on a 2-core CPU (--quick: ~3 minutes); on a GPU a minute or two for the miiii side,
-which then times 20x as many steps (the PyTorch references are CPU-eager timing baselines and run on the CPU).
+The references live in this folder: `torch_paper.py` (the paper's one-layer model, nanda or miiii task) and
+`torch_adder.py` (the book's 17,760-parameter adder), each timed eagerly and under `torch.compile` (compile
+excluded by warm-up steps; `--no-compile` leaves that column out). `--peers DIR` times the scripts of the same
+names in DIR with the same command lines too, a cross-check against an independent implementation: both ratios
+are printed side by side. Runtime on a 2-core CPU: 12 minutes without the compile column, more with it (each
+model's first torch.compile takes a minute or two there, later ones hit PyTorch's compile cache); --quick with
+--peers took 14 minutes on 2 heavily loaded cores. On a GPU the miiii side takes a minute or two and times 20x
+as many steps (the PyTorch references are CPU timing baselines and run on the CPU).
 Every figure is the median of --repeats timings (default 3) per side; the ratio's range over them is printed too.
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
 grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
-for the paper configs), steps/s of the reference, their ratio, achieved GFLOP/s from an analytic FLOP
+for the paper configs), steps/s of each reference, their ratios, achieved GFLOP/s from an analytic FLOP
 count and its fraction of a measured f32 matmul peak, compile time, and steps/s of a real run (`train_run`:
 host loop, writer thread, checkpoints) with the preset's default recording, i.e. the recording overhead;
 then host RSS over a long run and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
@@ -17,6 +23,7 @@ the optional `bench` extra. Measured numbers: the README's performance table.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -35,6 +42,7 @@ from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
 
 ROOT = Path(__file__).resolve().parents[1]
+REFERENCES = Path(__file__).resolve().parent  # torch_paper.py, torch_adder.py: in the repository
 
 
 def paper_fwd_flops(cfg, task) -> float:
@@ -108,22 +116,38 @@ def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
                 record=cfg.record.every, params_every=cfg.record.params_every)
 
 
-def time_reference(script: Path, args: list[str], threads: int) -> float | None:
-    if not script.is_file():
-        return None
-    cmd = [sys.executable, str(script), *args]
+def time_reference(script: Path, args: list[str], threads: int, compiled: bool = False) -> float | None:
+    """steps/s that one run of a PyTorch reference script prints last (`steps_per_s X`), None if it failed."""
+    cmd = [sys.executable, str(script), *args, *(["--compile"] if compiled else [])]
     if "paper" in script.name:
         cmd += ["--threads", str(threads)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     except subprocess.TimeoutExpired:
+        print(f"  {script.name}{' --compile' if compiled else ''} timed out")
         return None
     found = re.findall(r"steps_per_s ([0-9.]+)", res.stdout)
     if not found:
-        print(f"  reference failed: {res.stderr.strip().splitlines()[-1:]}")
+        print(f"  {script} {'--compile ' if compiled else ''}failed: {res.stderr.strip().splitlines()[-1:]}")
         return None
     return float(found[-1])
+
+
+def time_references(script: Path, args: list[str], threads: int, compiled: bool, reps: int,
+                    ours: list[float]) -> dict | None:
+    """The median of `reps` runs of a reference, and miiii's ratio to it (range over miiii's samples `ours`)."""
+    runs = [x for x in (time_reference(script, args, threads, compiled) for _ in range(reps)) if x is not None]
+    if not runs:
+        return None
+    med = float(np.median(runs))
+    return dict(script=str(script), compiled=compiled, steps_per_s=med, samples=runs,
+                ratio=float(np.median(ours)) / med, ratio_range=[min(ours) / max(runs), max(ours) / min(runs)])
+
+
+def missing_scripts(folder: Path, configs: list[tuple]) -> list[str]:
+    """The reference scripts the bench runs that `folder` lacks."""
+    return sorted({c[3] for c in configs if not (folder / c[3]).is_file()})
 
 
 def rss_mb() -> float | None:
@@ -191,10 +215,12 @@ def bench_configs(quick: bool) -> list[tuple]:
     ]
 
 
-def main(argv=None) -> int:
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--peers", type=Path, default=ROOT.parent / "shared" / "peers",
-                    help="folder with torch_paper.py and torch_adder.py (default ../shared/peers)")
+    ap.add_argument("--peers", type=Path, default=None, metavar="DIR",
+                    help="also time DIR/torch_paper.py and DIR/torch_adder.py (same command lines) as a cross-check")
+    ap.add_argument("--no-compile", dest="compile", action="store_false",
+                    help="leave out the torch.compile timings of the references")
     ap.add_argument("--quick", "--smoke", action="store_true",
                     help="fewer steps and one repeat (a few minutes on 2 cores; rough figures, the recording "
                          "overhead most)")
@@ -202,21 +228,68 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-reference", action="store_true", help="time miiii only (no PyTorch needed)")
     ap.add_argument("--repeats", type=int, default=None,
                     help="timings per side and config; medians are reported (default 3, --quick 1)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def input_error(args, configs) -> str | None:
+    """Why the bench cannot run as asked (checked before anything is timed), or None."""
+    if args.repeats is not None and args.repeats < 1:
+        return f"--repeats must be at least 1, got {args.repeats}"
+    if args.peers is not None:
+        if args.skip_reference:
+            return "--peers and --skip-reference exclude each other"
+        missing = missing_scripts(args.peers, configs)
+        if missing:
+            return f"--peers {args.peers} lacks {', '.join(missing)} (the peer references to cross-check against)"
+    if args.skip_reference:
+        return None
+    missing = missing_scripts(REFERENCES, configs)
+    if missing:  # a table of NaN ratios would look like a measurement
+        return f"the PyTorch references ({', '.join(missing)}) are not in {REFERENCES}; pass --skip-reference"
+    if importlib.util.find_spec("torch") is None:
+        return ("PyTorch is not installed: pip install -e '.[bench]' (or torch==2.13.0, a CPU build), or pass "
+                "--skip-reference")
+    return None
+
+
+def fmt_ref(ref: dict | None, reps: int) -> str:
+    if ref is None:
+        return "failed"
+    spread = f" ({ref['ratio_range'][0]:.2f}-{ref['ratio_range'][1]:.2f})" if reps > 1 else ""
+    return f"{ref['steps_per_s']:7.2f} steps/s, ratio {ref['ratio']:5.2f}x{spread}"
+
+
+def summary_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    """A markdown table: miiii's steps/s, then each (source, mode) reference's steps/s and miiii's ratio to it."""
+    head = ["config", "miiii"] + [f"{label} {mode}" for label, mode in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row in rows:
+        cells = [row["config"], f"{row['miiii_steps_per_s']:.2f}"]
+        for label, mode in columns:
+            ref = row["references"].get(label, {}).get(mode)
+            cells.append(f"{ref['steps_per_s']:.2f} ({ref['ratio']:.2f}x)" if ref else "failed")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     configs = bench_configs(args.quick)
-    missing = sorted({c[3] for c in configs if not (args.peers / c[3]).is_file()})
-    if missing and not args.skip_reference:  # a table of NaN ratios would look like a measurement
-        print(f"error: the PyTorch references ({', '.join(missing)}) are not in {args.peers}; pass --peers DIR "
-              "(make bench ARGS='--peers DIR') or --skip-reference", file=sys.stderr)
+    problem = input_error(args, configs)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
 
     threads = os.cpu_count() or 1
     q = args.quick
     reps = args.repeats or (1 if q else 3)
+    sources = [] if args.skip_reference else [("reference", REFERENCES)]
+    sources += [("peer", args.peers)] if args.peers is not None else []
+    modes = [("eager", False)] + ([("compiled", True)] if args.compile else [])
     on_cpu = jax.default_backend() == "cpu"
     scale = 1 if on_cpu else 20  # an accelerator runs these steps in milliseconds: time 20x as many (refs: CPU)
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {threads} CPU threads, "
-          f"jax {jax.__version__}")
+          f"jax {jax.__version__}" + "".join(f"; {label}s: {folder}" for label, folder in sources))
     peak = matmul_peak() if on_cpu else matmul_peak(8192)
     print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
 
@@ -233,25 +306,30 @@ def main(argv=None) -> int:
         recs = [time_recorded(preset, sets, *(scale * v for v in recorded)) for _ in range(reps)] if recorded else []
         rec = recs and dict(recs[len(recs) // 2], steps_per_s=float(np.median([x["steps_per_s"] for x in recs])),
                             samples=[x["steps_per_s"] for x in recs])
-        refs = [] if args.skip_reference else [time_reference(args.peers / script, ref_args, threads)
-                                               for _ in range(reps)]
-        refs = [x for x in refs if x is not None]
-        ref = float(np.median(refs)) if refs else None
         gflops = ours * step_flops / 1e9
-        row = dict(config=name, miiii_steps_per_s=ours, reference_steps_per_s=ref,
-                   ratio=(ours / ref) if ref else None, compile_s=r["compile_s"], gflop_per_step=step_flops / 1e9,
-                   achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval),
-                   recorded_steps_per_s=rec["steps_per_s"] if rec else None,
-                   recording_overhead=ours / rec["steps_per_s"] - 1 if rec else None, recording=rec or None,
-                   samples=dict(miiii=r["samples"], reference=refs, recorded=rec["samples"] if rec else []),
-                   ratio_range=[min(r["samples"]) / max(refs), max(r["samples"]) / min(refs)] if refs else None)
-        rows.append(row)
-        spread = f" ({row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f})" if refs and reps > 1 else ""
-        print(f"{name:<17} miiii {ours:7.2f} steps/s | reference {ref or nan:7.2f} | "
-              f"ratio {row['ratio'] or nan:5.2f}x{spread} | "
-              f"{gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | compile+1st chunk {r['compile_s']:4.1f} s | "
-              f"with default recording {rec['steps_per_s'] if rec else nan:7.2f} steps/s "
-              f"({row['recording_overhead'] if rec else nan:+.1%})", flush=True)
+        print(f"{name:<17} miiii {ours:7.2f} steps/s | {gflops:6.1f} GFLOP/s = {gflops / peak:5.1%} of peak | "
+              f"compile+1st chunk {r['compile_s']:4.1f} s | with default recording "
+              f"{rec['steps_per_s'] if rec else nan:7.2f} steps/s "
+              f"({ours / rec['steps_per_s'] - 1 if rec else nan:+.1%})", flush=True)
+        refs = {}
+        for label, folder in sources:
+            for mode, compiled in modes:
+                ref = time_references(folder / script, ref_args, threads, compiled, reps, r["samples"])
+                refs.setdefault(label, {})[mode] = ref
+                print(f"  {label:<9} {script} {mode:<8} {fmt_ref(ref, reps)}", flush=True)
+        main_ref = refs.get("reference", {}).get("eager")
+        rows.append(dict(config=name, miiii_steps_per_s=ours,
+                         reference_steps_per_s=main_ref and main_ref["steps_per_s"],
+                         ratio=main_ref and main_ref["ratio"], ratio_range=main_ref and main_ref["ratio_range"],
+                         references=refs, compile_s=r["compile_s"], gflop_per_step=step_flops / 1e9,
+                         achieved_gflops=gflops, fraction_of_peak=gflops / peak, validation_every_step=bool(n_eval),
+                         recorded_steps_per_s=rec["steps_per_s"] if rec else None,
+                         recording_overhead=ours / rec["steps_per_s"] - 1 if rec else None, recording=rec or None,
+                         samples=dict(miiii=r["samples"], recorded=rec["samples"] if rec else [])))
+
+    if sources:
+        print("\nsteps/s and ratio (miiii / PyTorch) per reference:\n")
+        print(summary_table(rows, [(label, mode) for label, _ in sources for mode, _ in modes]))
 
     print("\nhost memory over a long run (nanda-tiny):")
     rss = rss_over_run(20 if q else 60)

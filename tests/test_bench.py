@@ -1,5 +1,8 @@
-"""The benchmark's analytic FLOP counts against the matmuls jax actually traces, and its refusal without references."""
+"""The benchmark: its analytic FLOP counts against the matmuls jax traces, its PyTorch references (in the repository,
+runnable), its refusal of bad input."""
 
+import shutil
+import subprocess
 from math import prod
 from pathlib import Path
 
@@ -51,9 +54,63 @@ def test_flops_per_sample_equal_the_traced_matmuls(preset, sets, flops_fn):
     assert getattr(bench, flops_fn)(cfg, task) == per_sample
 
 
-def test_bench_refuses_without_the_references(tmp_path, capsys):
+def test_default_references_are_in_the_repository():
+    """A clone has only what git tracks: the bench's default references must be there, every script it runs."""
+    assert bench.REFERENCES.resolve().is_relative_to(ROOT)
+    scripts = {c[3] for quick in (False, True) for c in bench.bench_configs(quick)}
+    assert scripts == {"torch_paper.py", "torch_adder.py"}
+    assert bench.missing_scripts(bench.REFERENCES, bench.bench_configs(False)) == []
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        paths = [str((bench.REFERENCES / s).relative_to(ROOT)) for s in sorted(scripts)]
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", *paths], cwd=ROOT, capture_output=True)
+        assert tracked.returncode == 0, tracked.stderr
+
+
+def test_bench_refuses_peers_without_the_scripts(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench.main(["--peers", str(tmp_path), "--out", str(out), "--quick"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "torch_paper.py" in err and "--skip-reference" in err
+    assert err.startswith("error:") and "torch_paper.py" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_bench_refuses_without_the_references(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "REFERENCES", tmp_path)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--out", str(out), "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "torch_adder.py" in err and "--skip-reference" in err
+    assert not out.exists()
+
+
+def test_bench_refuses_without_torch_and_contradictory_flags(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "bench.json"
+    assert bench.main(["--peers", str(bench.REFERENCES), "--skip-reference", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("error: --peers and --skip-reference")
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    assert bench.main(["--out", str(out), "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: PyTorch is not installed") and "--skip-reference" in err
+    assert not out.exists()
+
+
+def test_reference_scripts_take_the_bench_command_lines():
+    """The arguments the bench passes (and --threads, --compile) parse in the in-repo references."""
+    pytest.importorskip("torch")
+    for _, _, _, script, args, *_ in bench.bench_configs(False) + bench.bench_configs(True):
+        mod = load_module(bench.REFERENCES / script)
+        extra = ["--threads", "2"] if "paper" in script else []
+        a = mod.parse_args([*args, *extra, "--compile"])
+        assert a.compile and a.steps == int(args[-1])
+
+
+@pytest.mark.parametrize("script,args", [
+    ("torch_paper.py", ["--task", "nanda", "--p", "11", "--d", "16", "--steps", "2"]),
+    ("torch_paper.py", ["--task", "miiii", "--p", "11", "--d", "16", "--steps", "2"]),
+    ("torch_adder.py", ["2"]),
+])
+def test_reference_scripts_run(script, args):
+    """A few steps of each in-repo reference, run the way the bench runs them, print a positive steps/s."""
+    pytest.importorskip("torch")
+    steps_per_s = bench.time_reference(bench.REFERENCES / script, args, threads=1)
+    assert steps_per_s is not None and steps_per_s > 0
