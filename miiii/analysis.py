@@ -162,7 +162,7 @@ def variance_count(S: np.ndarray, frac: float, power: int = 2) -> int:
     sum(S[:k]**power) >= frac * sum(S**power).
 
     power=2 (default) is the explained variance (sum sigma^2); power=1 is the original miiii code's
-    normalisation by sum sigma, which SPEC reports its indices 5/49 (nanda) and 35/73 (miiii) with.
+    normalisation by sum sigma, which the paper's indices 5/49 (nanda) and 35/73 (miiii) use (docs/definitions.md).
     """
     w = np.asarray(S, dtype=float) ** power
     cum = np.cumsum(w) / w.sum()

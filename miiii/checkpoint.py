@@ -4,7 +4,7 @@
                             step, PRNG key data); a save killed half-way leaves a tmp folder orbax ignores
     run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
 
-orbax verifies nothing (a flipped byte restores silently, see shared/API-NOTES.md), so a step counts as
+orbax verifies nothing (a flipped byte in a saved checkpoint restores silently), so a step counts as
 good only when it restores and its arrays hash to the checksum written after its save completed. The
 minibatch order and dropout are pure functions of (key, step), so this state is all a resume needs.
 """

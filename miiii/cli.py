@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
 
     fg = sub.add_parser("figures", help="draw every paper figure the given run directories support",
-                        description="Draw the paper's figures (SPEC.md section 4) from run directories, PNG and PDF.")
+                        description="Draw the paper's figures (docs/definitions.md §4) from run dirs, PNG and PDF.")
     fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                     help="one or more run directories (nanda, miiii, masked, basis runs compare side by side)")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")

@@ -1,4 +1,4 @@
-"""The paper's figures (SPEC.md section 4) drawn from run directories; `draw_all` draws every one the runs support.
+"""The paper's figures (docs/definitions.md §4) drawn from run directories; `draw_all` draws every one the runs support.
 
 Each `fig_*` function takes loaded runs (`miiii.rundir.Run`) or plain arrays, draws one figure and
 saves it as PNG and PDF under `out`. Colours are colour-blind safe: the Okabe-Ito palette for

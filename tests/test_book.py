@@ -89,7 +89,7 @@ def test_book_model_has_17760_parameters():
 
 
 def test_book_recipe_presets():
-    """SPEC §2: AdamW (torch defaults) lr 0.01, 200-step warm-up + cosine, clip 1.0, batch 512, 150/80 epochs."""
+    """The book's recipe (docs/definitions.md §2): AdamW lr 0.01, warm-up, cosine, clip 1, batch 512, 150/80 epochs."""
     for name, epochs, n in (("addition", 150, 3), ("reversal", 80, 5)):
         cfg = validate(get_preset(name))
         o, t = cfg.optim, cfg.train

@@ -1,4 +1,4 @@
-"""Task definitions checked against independent computations (SPEC.md §1)."""
+"""Task definitions checked against independent computations (docs/definitions.md §1)."""
 
 import math
 from dataclasses import replace
