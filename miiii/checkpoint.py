@@ -3,6 +3,7 @@
     run_dir/ckpt/STEP/      orbax `CheckpointManager` steps (params, opt_state incl. the grokfast EMA,
                             step, PRNG key data); a save killed half-way leaves a tmp folder orbax ignores
     run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
+                            (written and read by rundir.py)
 
 orbax verifies nothing (a flipped byte in a saved checkpoint restores silently), so a step counts as
 good only when it restores and its arrays hash to the checksum written after its save completed. The
@@ -12,7 +13,6 @@ minibatch order and dropout are pure functions of (key, step), so this state is 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from pathlib import Path
 
@@ -20,7 +20,9 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from miiii.files import RunError, free_bytes, write_json_atomic
+from miiii.config import RunConfig
+from miiii.files import io_fault
+from miiii.rundir import CKPT, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO
@@ -49,20 +51,18 @@ def checksum(host: TrainState) -> str:
 class Checkpoints:
     """Save every N steps and at the end, keep the newest `keep`, restore the newest good one."""
 
-    def __init__(self, run_dir: Path, keep: int, config: dict | None = None):
-        self.run_dir, self.config = Path(run_dir), config
-        self.dir = self.run_dir / "ckpt"
-        self.meta_path = self.run_dir / "ckpt.json"
+    def __init__(self, run_dir: Path, keep: int, cfg: RunConfig | None = None):
+        """`cfg`: the run's config, copied into ckpt.json at each save (None: the stored copy stays)."""
+        self.run_dir, self.cfg = Path(run_dir), cfg
+        self.dir = self.run_dir / CKPT
         self.mgr = ocp.CheckpointManager(
             self.dir.absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False),
         )
 
-    def meta(self) -> dict:
-        try:
-            return json.loads(self.meta_path.read_text()) if self.meta_path.is_file() else {"checksums": {}}
-        except (OSError, ValueError):
-            return {"checksums": {}}
+    def checksums(self) -> dict[str, str]:
+        """step (str) -> checksum of every save that completed (ckpt.json; none when it is missing or damaged)."""
+        return read_ckpt_meta(self.run_dir, strict=False).get("checksums", {})
 
     def steps(self) -> list[int]:
         return sorted(self.mgr.all_steps())
@@ -74,16 +74,11 @@ class Checkpoints:
         try:
             self.mgr.save(step, args=ocp.args.StandardSave(host), force=True)
             self.mgr.wait_until_finished()
-            meta = self.meta()
-            if self.config is not None:
-                meta["config"] = self.config  # a copy that tells an edited config.json apart
-            kept = {str(s) for s in self.mgr.all_steps()}
-            meta["checksums"] = {k: v for k, v in meta["checksums"].items() if k in kept} | {str(step): checksum(host)}
-            write_json_atomic(self.meta_path, meta)
         except OSError as e:
-            raise RunError(f"writing checkpoint {self.dir / str(step)} failed: {e.strerror or e} "
-                           f"({free_bytes(self.dir):,} bytes free); the run can be resumed from an earlier "
-                           "checkpoint with --resume once fixed") from None
+            raise io_fault(self.dir / str(step), e) from None
+        kept = {str(s) for s in self.mgr.all_steps()}
+        sums = {k: v for k, v in self.checksums().items() if k in kept} | {str(step): checksum(host)}
+        write_ckpt_meta(self.run_dir, sums, self.cfg)
         return step
 
     def restore(self, step: int, template: TrainState) -> TrainState:
@@ -97,7 +92,7 @@ class Checkpoints:
 
     def restore_good(self, template: TrainState, at_most: int | None = None) -> tuple[TrainState | None, list[str]]:
         """Newest step whose arrays restore and match their checksum; the reasons others were skipped."""
-        sums = self.meta().get("checksums", {})
+        sums = self.checksums()
         skipped = []
         for step in sorted(self.mgr.all_steps(), reverse=True):
             if at_most is not None and step > at_most:

@@ -128,7 +128,8 @@ def parse_bytes(text: str) -> int:
 
 
 def cmd_train(args) -> int:
-    from miiii.runner import read_config, resume_run, train_run  # jax is imported once the input is known good
+    from miiii.rundir import read_config
+    from miiii.runner import resume_run, train_run  # jax is imported once the input is known good
 
     budget = parse_bytes(args.record_budget)
     if args.resume is not None:

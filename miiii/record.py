@@ -29,8 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
-from miiii.files import RunError, free_bytes, io_fault, write_json_atomic
+from miiii.files import RunError, free_bytes, io_fault
 from miiii.model import param_names
+from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
 
 GiB = 1 << 30
@@ -229,7 +230,7 @@ class Recording:
             "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
                            "kind": a.kind, "every": a.every, "count": a.count} for n, a in self.arrays.items()},
             "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
-            "inputs": {**self.inputs_meta, "file": "inputs.npy", "shape": list(self.inputs.shape)},
+            "inputs": {**self.inputs_meta, "file": ACTS_INPUTS, "shape": list(self.inputs.shape)},
             "positions": "last" if any(s[0] is not None for s in self.select.values()) else "all",
             "neurons": list(self.neurons), "complete_step": int(complete_step), "finished": bool(finished),
             "note": "row j of an array is step j * every; steps >= complete_step are not written yet unless finished",
@@ -330,8 +331,8 @@ def _write_rows(f, offset: int, rows: np.ndarray) -> None:
 class ActsWriter:
     """Preallocated `.npy` files under acts/, filled chunk by chunk from a thread (one chunk queued at most)."""
 
-    def __init__(self, acts_dir: Path, rec: Recording, create: bool):
-        self.dir, self.rec = Path(acts_dir), rec
+    def __init__(self, run_dir: Path, rec: Recording, create: bool):
+        self.run_dir, self.dir, self.rec = Path(run_dir), Path(run_dir) / ACTS, rec
         self.files: dict[str, tuple] = {}  # name -> (file object, data offset, bytes per row)
         self.error: BaseException | None = None
         self._current = ""
@@ -340,7 +341,7 @@ class ActsWriter:
         try:
             if create:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                np.save(self.dir / "inputs.npy", rec.inputs.astype(np.int32))
+                np.save(self.dir / ACTS_INPUTS, rec.inputs.astype(np.int32))
             for name, a in rec.arrays.items():
                 path = self.dir / a.file
                 if create:
@@ -425,7 +426,7 @@ class ActsWriter:
 
     def write_index(self, complete_step: int, finished: bool) -> None:
         if self.rec.arrays:
-            write_json_atomic(self.dir / "index.json", self.rec.index(complete_step, finished))
+            write_acts_index(self.run_dir, self.rec.index(complete_step, finished))
 
     def close(self) -> None:
         """Stop the thread and close the files (pending rows are written first; errors are dropped)."""

@@ -1,8 +1,25 @@
-"""Reading a run directory back: config, metrics, summary, final parameters, and lazily the activations."""
+"""The run directory: its format, written and read by this module alone.
+
+    run_dir/config.json    the RunConfig (everything needed to rerun)
+    run_dir/metrics.npz    step (T,), loss (T,), train_loss/train_acc/valid_loss/valid_acc (T, K), grad_norm (T, P),
+                           task_names (K,), grad_names (P,); row t describes the parameters before update t
+    run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
+    run_dir/params.npz     final parameters, flattened with '/'-joined names
+    run_dir/acts/          recorded activations and parameters, one .npy per name, inputs.npy, index.json
+                           (record.py plans and streams the rows; row j of an array is step j * every)
+    run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state; their checksums and a copy of the config
+                           that tells an edited config.json apart (checkpoint.py)
+    run_dir/.lock          flock held by the one process writing the directory
+
+The runner writes a directory chunk by chunk, a sweep one per member at its end (config, metrics, summary,
+params); `load_run` reads either back. A damaged or edited file is a ConfigError that names it.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,23 +27,106 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
+from miiii.files import io_fault, save_npz_atomic, write_json_atomic
+
+CONFIG, METRICS, SUMMARY, PARAMS = "config.json", "metrics.npz", "summary.json", "params.npz"
+CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
+METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
 
 
-@dataclass
-class Run:
-    path: Path
-    config: RunConfig
-    metrics: dict  # name -> np.ndarray (see runner.py for the layout)
-    summary: dict
-    params: dict  # nested dict of np.ndarray, final parameters (same tree as the model's params)
-    acts: dict = field(default_factory=dict)  # name -> np.memmap, time first (acts/index.json says the axes)
-    acts_index: dict = field(default_factory=dict)
-    acts_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # step of each activation row
+def rows_before(step, every: int):
+    """Rows of a quantity recorded every `every` steps (steps 0, every, 2 every, ...) that hold a step < `step`:
+    ceil(step / every). Also the row of the first recorded step >= `step`; `step` may be a traced integer."""
+    return -(-step // every)
 
-    def steps_of(self, name: str) -> np.ndarray:
-        """Step of each row of `acts[name]` (parameters may be recorded at another rate than activations)."""
-        meta = self.acts_index["arrays"][name]
-        return np.arange(len(self.acts[name])) * meta.get("every", 1)
+
+# ---------------------------------------------------------------- writing
+
+
+def check_new(run_dir: Path) -> None:
+    """Refuse to write into a directory that already holds anything (no earlier run is overwritten)."""
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise ConfigError(f"run directory {run_dir} already exists and is not empty; choose another --run-dir")
+
+
+class RunLock:
+    """One writer per run directory: an exclusive `flock` on run_dir/.lock, released by the OS when the
+    holder exits or crashes, so a killed run never leaves the directory locked."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK
+
+    def __enter__(self):
+        self.f = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.seek(0)
+            pid = self.f.read().strip() or "?"
+            self.f.close()
+            raise ConfigError(f"{self.path.parent} is being written by another live process (pid {pid}); "
+                              "wait for it to finish or stop it (Ctrl-C), then --resume") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(str(os.getpid()))
+        self.f.flush()
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def _written(path: Path, write, *args, **kwargs) -> None:
+    """`write(path, ...)`; a failed write is the RunError that names the file and the free space (files.io_fault)."""
+    try:
+        write(path, *args, **kwargs)
+    except OSError as e:
+        raise io_fault(path, e) from None
+
+
+def write_config(run_dir: Path, cfg: RunConfig) -> None:
+    _written(Path(run_dir) / CONFIG, write_json_atomic, cfg.to_dict())
+
+
+def write_metrics(run_dir: Path, hist: dict, n: int, task_names, grad_names) -> None:
+    """The first `n` steps of `hist` (METRIC_KEYS -> arrays with time first)."""
+    _written(Path(run_dir) / METRICS, save_npz_atomic, step=np.arange(n), task_names=np.array(task_names),
+             grad_names=np.array(grad_names), **{k: hist[k][:n] for k in METRIC_KEYS})
+
+
+def write_params(run_dir: Path, params) -> None:
+    _written(Path(run_dir) / PARAMS, save_npz_atomic, **flatten_params(params))
+
+
+def write_summary(run_dir: Path, summary: dict) -> None:
+    _written(Path(run_dir) / SUMMARY, write_json_atomic, summary)
+
+
+def remove_summary(run_dir: Path) -> None:
+    """A resumed run is unfinished again until it writes a new summary."""
+    (Path(run_dir) / SUMMARY).unlink(missing_ok=True)
+
+
+def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | None) -> None:
+    """ckpt.json: the checksum of each kept checkpoint and a copy of the config (the stored copy stays when cfg is
+    None), which tells an edited config.json apart (`check_unedited`)."""
+    meta = read_ckpt_meta(run_dir, strict=False)
+    if cfg is not None:
+        meta["config"] = json.loads(cfg.to_json())
+    _written(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums})
+
+
+def write_acts_index(run_dir: Path, index: dict) -> None:
+    _written(Path(run_dir) / ACTS / ACTS_INDEX, write_json_atomic, index)
+
+
+def flatten_params(params) -> dict[str, np.ndarray]:
+    """Nested dict of arrays (or any pytree) -> {'/'-joined key path: array}, the layout of params.npz."""
+    import jax  # only writers flatten device arrays; readers stay free of jax
+
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {"/".join(str(getattr(k, "key", k)) for k in path): np.asarray(v) for path, v in flat}
 
 
 def unflatten(flat: dict[str, np.ndarray]) -> dict:
@@ -40,43 +140,7 @@ def unflatten(flat: dict[str, np.ndarray]) -> dict:
     return tree
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Load a finished (or resumable) run; activations are opened with mmap_mode='r', nothing is read yet.
-
-    An interrupted run's activations are cut (lazily) to the rows already written. Damaged files (a
-    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file.
-    """
-    path = Path(run_dir)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"{path} is not a run directory (no config.json)")
-    config = _read(path / "config.json", lambda f: RunConfig.from_dict(json.loads(f.read_text())))
-    metrics = _read(path / "metrics.npz", lambda f: dict(np.load(f))) if (path / "metrics.npz").is_file() else {}
-    summary, params = {}, {}
-    if (path / "summary.json").is_file():
-        summary = _read(path / "summary.json", lambda f: json.loads(f.read_text()))
-    if (path / "params.npz").is_file():
-        params = _read(path / "params.npz", lambda f: unflatten(dict(np.load(f))))
-    acts, index, steps = {}, {}, np.zeros(0, np.int64)
-    if (path / "acts" / "index.json").is_file():
-        index = _read(path / "acts" / "index.json", lambda f: json.loads(f.read_text()))
-        done, finished = index.get("complete_step"), index.get("finished", True)
-        for name, meta in index.get("arrays", {}).items():
-            f = path / "acts" / meta["file"]
-            a = _read(f, lambda f: np.load(f, mmap_mode="r"))
-            if list(a.shape) != list(meta["shape"]) or str(a.dtype) != meta["dtype"]:
-                raise ConfigError(f"{f} is damaged: shape {a.shape} {a.dtype}, index.json says {meta['shape']} "
-                                  f"{meta['dtype']}")
-            if done is not None and not finished:  # rows for steps < complete_step are on disk
-                a = a[: -(-done // meta.get("every", 1))]
-            acts[name] = a
-        steps = np.asarray(index.get("steps", []), np.int64)
-        if done is not None and not finished:
-            steps = steps[steps < done]
-    stored = _stored_config(path)
-    if stored is not None and json.loads(config.to_json()) != stored:
-        raise ConfigError(f"{path / 'config.json'} was edited after the run started (it no longer matches the "
-                          "copy saved with the checkpoints)")
-    return Run(path, config, metrics, summary, params, acts, index, steps)
+# ---------------------------------------------------------------- reading
 
 
 def _read(path: Path, fn):
@@ -86,12 +150,122 @@ def _read(path: Path, fn):
         raise ConfigError(f"{path} is damaged ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _stored_config(path: Path) -> dict | None:
-    """The config saved beside the checkpoints (ckpt.json), or None when the run has none."""
-    meta = path / "ckpt.json"
-    if not meta.is_file():
-        return None
+def _npz(path: Path) -> dict:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def read_config(run_dir: Path) -> RunConfig:
+    """config.json of a run directory, or a ConfigError that says what is wrong with it."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.json)")
     try:
-        return json.loads(meta.read_text()).get("config")
-    except ValueError:
-        return None
+        return RunConfig.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path} is damaged or was edited into something invalid ({e})") from None
+
+
+def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
+    """ckpt.json ({} when there is none). Damaged: a ConfigError, or {} when not `strict`."""
+    path = Path(run_dir) / CKPT_META
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        if strict:
+            raise ConfigError(f"{path} is damaged ({e})") from None
+        return {}
+
+
+def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
+    """Refuse a config.json that differs from the copy saved with the checkpoints (ckpt.json) since the run began."""
+    stored = ckpt_meta.get("config")
+    if stored is not None and stored != json.loads(cfg.to_json()):
+        raise ConfigError(f"{Path(run_dir) / CONFIG} was edited after the run started (it differs from the copy in "
+                          f"{Path(run_dir) / CKPT_META}); restore it or start a new run")
+
+
+def read_metrics(run_dir: Path, complete: bool = False) -> dict:
+    """metrics.npz ({} when there is none); `complete`: every METRIC_KEYS array present, one row per step."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return {}
+    out = _read(path, _npz)
+    if complete:
+        missing = [k for k in ("step", *METRIC_KEYS) if k not in out]
+        if missing or any(len(out[k]) != len(out["step"]) for k in METRIC_KEYS):
+            raise ConfigError(f"{path} is damaged (missing or ragged arrays: {missing or 'lengths differ'})")
+    return out
+
+
+def read_summary(run_dir: Path) -> dict:
+    """summary.json ({} while the run has not finished)."""
+    path = Path(run_dir) / SUMMARY
+    return _read(path, lambda f: json.loads(f.read_text())) if path.is_file() else {}
+
+
+def read_params(run_dir: Path) -> dict:
+    """The final parameters as a nested dict of arrays ({} while the run has not finished)."""
+    path = Path(run_dir) / PARAMS
+    return _read(path, lambda f: unflatten(_npz(f))) if path.is_file() else {}
+
+
+def has_checkpoints(run_dir: Path) -> bool:
+    return (Path(run_dir) / CKPT_META).is_file() and (Path(run_dir) / CKPT).is_dir()
+
+
+def read_acts_index(run_dir: Path) -> dict:
+    """acts/index.json, or a ConfigError when it is missing or damaged."""
+    path = Path(run_dir) / ACTS / ACTS_INDEX
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path} is damaged or missing ({e})") from None
+
+
+@dataclass
+class Run:
+    path: Path
+    config: RunConfig
+    metrics: dict  # name -> np.ndarray (the layout above)
+    summary: dict
+    params: dict  # nested dict of np.ndarray, final parameters (same tree as the model's params)
+    acts: dict = field(default_factory=dict)  # name -> np.memmap, time first (acts/index.json says the axes)
+    acts_index: dict = field(default_factory=dict)
+    acts_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # step of each activation row
+
+    def steps_of(self, name: str) -> np.ndarray:
+        """Step of each row of `acts[name]` (parameters may be recorded at another rate than activations)."""
+        meta = self.acts_index["arrays"][name]
+        return np.arange(len(self.acts[name])) * meta.get("every", 1)
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Load a finished (or resumable) run; activations are opened with mmap_mode='r', nothing is read yet.
+
+    An interrupted run's activations are cut (lazily) to the rows already written. Damaged files (a
+    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file.
+    """
+    path = Path(run_dir)
+    config = read_config(path)
+    metrics, summary, params = read_metrics(path), read_summary(path), read_params(path)
+    acts, index, steps = {}, {}, np.zeros(0, np.int64)
+    if (path / ACTS / ACTS_INDEX).is_file():
+        index = read_acts_index(path)
+        done, finished = index.get("complete_step"), index.get("finished", True)
+        for name, meta in index.get("arrays", {}).items():
+            f = path / ACTS / meta["file"]
+            a = _read(f, lambda f: np.load(f, mmap_mode="r"))
+            if list(a.shape) != list(meta["shape"]) or str(a.dtype) != meta["dtype"]:
+                raise ConfigError(f"{f} is damaged: shape {a.shape} {a.dtype}, index.json says {meta['shape']} "
+                                  f"{meta['dtype']}")
+            if done is not None and not finished:  # rows for steps < complete_step are on disk
+                a = a[: rows_before(done, meta.get("every", 1))]
+            acts[name] = a
+        steps = np.asarray(index.get("steps", []), np.int64)
+        if done is not None and not finished:
+            steps = steps[steps < done]
+    check_unedited(path, config, read_ckpt_meta(path, strict=False))
+    return Run(path, config, metrics, summary, params, acts, index, steps)

@@ -1,12 +1,4 @@
-"""The host side of a run: chunks of jitted steps, a progress bar, and the run directory.
-
-    run_dir/config.json    the RunConfig (everything needed to rerun)
-    run_dir/metrics.npz    step (T,), loss (T,), train_loss/train_acc/valid_loss/valid_acc (T, K), task_names (K,)
-    run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
-    run_dir/params.npz     final parameters, flattened with '/'-joined names
-    run_dir/acts/          recorded activations and parameters, one .npy per name (miiii/record.py)
-    run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state and their checksums (miiii/checkpoint.py)
-    run_dir/.lock          flock held by the one process writing the directory
+"""The host side of a run: chunks of jitted steps, a progress bar, and the run directory (its files: rundir.py).
 
 Order at a checkpoint (so SIGKILL at any moment leaves a resumable directory): activations and metrics up
 to step s reach the disk, then acts/index.json says so, then the orbax save of step s commits, then its
@@ -15,14 +7,10 @@ checksum is written; `--resume` trusts only steps with a matching checksum.
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import signal
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import jax
@@ -33,12 +21,29 @@ from tqdm.auto import tqdm
 from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, RunConfig, validate
-from miiii.files import RunError, io_fault, save_npz_atomic, write_json_atomic
+from miiii.files import RunError
 from miiii.model import count_params
 from miiii.record import ActsWriter, GiB, check_budget, describe, plan
+from miiii.rundir import (
+    CONFIG,
+    METRIC_KEYS,
+    RunLock,
+    check_new,
+    check_unedited,
+    has_checkpoints,
+    read_acts_index,
+    read_ckpt_meta,
+    read_config,
+    read_metrics,
+    read_summary,
+    remove_summary,
+    write_config,
+    write_metrics,
+    write_params,
+    write_summary,
+)
 from miiii.tasks import Task, make_task
 from miiii.train import (
-    METRIC_KEYS,
     evaluate_split,
     greedy_decode,
     make_trainer,
@@ -46,12 +51,6 @@ from miiii.train import (
     steps_per_epoch,
     task_data,
 )
-
-
-def check_run_dir(run_dir: Path) -> None:
-    """Refuse to write into a directory that already holds anything (no earlier run is overwritten)."""
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise ConfigError(f"run directory {run_dir} already exists and is not empty; choose another --run-dir")
 
 
 def prepare(cfg: RunConfig) -> Task:
@@ -67,11 +66,6 @@ def prepare(cfg: RunConfig) -> Task:
 
 
 __all__ = ["Interrupted", "RunError", "resume_run", "train_run"]
-
-
-def flatten_params(params) -> dict[str, np.ndarray]:
-    flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    return {"/".join(str(getattr(k, "key", k)) for k in path): np.asarray(v) for path, v in flat}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -100,60 +94,6 @@ class _StopFlag:
             signal.signal(sig, handler)
 
 
-class RunLock:
-    """One writer per run directory: an exclusive `flock` on run_dir/.lock, released by the OS when the
-    holder exits or crashes, so a killed run never leaves the directory locked."""
-
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / ".lock"
-
-    def __enter__(self):
-        self.f = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
-        try:
-            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.f.seek(0)
-            pid = self.f.read().strip() or "?"
-            self.f.close()
-            raise ConfigError(f"{self.path.parent} is being written by another live process (pid {pid}); "
-                              "wait for it to finish or stop it (Ctrl-C), then --resume") from None
-        self.f.seek(0)
-        self.f.truncate()
-        self.f.write(str(os.getpid()))
-        self.f.flush()
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
-
-
-def read_config(run_dir: Path) -> RunConfig:
-    """config.json of a run directory, or a ConfigError that says what is wrong with it."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.json)")
-    try:
-        return RunConfig.from_dict(json.loads(path.read_text()))
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{path} is damaged or was edited into something invalid ({e})") from None
-
-
-def read_metrics(run_dir: Path) -> dict:
-    path = Path(run_dir) / "metrics.npz"
-    if not path.is_file():
-        return {}
-    try:
-        with np.load(path) as z:
-            out = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise ConfigError(f"{path} is damaged ({type(e).__name__}: {e})") from None
-    missing = [k for k in ("step", *METRIC_KEYS) if k not in out]
-    if missing or any(len(out[k]) != len(out["step"]) for k in METRIC_KEYS):
-        raise ConfigError(f"{path} is damaged (missing or ragged arrays: {missing or 'lengths differ'})")
-    return out
-
-
 def config_diff(a: RunConfig, b: RunConfig) -> list[str]:
     da, db = a.to_dict(), b.to_dict()
     return [f"{sec}.{k}: {da[sec].get(k)!r} -> {db[sec].get(k)!r}" for sec in da for k in da[sec]
@@ -168,15 +108,15 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
               on_chunk=None) -> dict:
     """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk."""
     run_dir = Path(run_dir)
-    check_run_dir(run_dir)
+    check_new(run_dir)
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     check_budget(rec, run_dir, record_budget)
     _say(describe(rec))
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
-        write_json_atomic(run_dir / "config.json", cfg.to_dict())
-        session = Session(cfg, task, trainer, rec, run_dir, ActsWriter(run_dir / "acts", rec, create=True))
+        write_config(run_dir, cfg)
+        session = Session(cfg, task, trainer, rec, run_dir, ActsWriter(run_dir, rec, create=True))
         state = init_state(trainer, cfg.train.seed)
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
         return session.run(state, progress, on_chunk)
@@ -191,23 +131,17 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     saved = read_config(run_dir)
     if cfg is not None and cfg.to_dict() != saved.to_dict():
         diff = config_diff(saved, cfg)
-        raise ConfigError(f"--resume: the config differs from {run_dir / 'config.json'} ({'; '.join(diff[:6])}); "
+        raise ConfigError(f"--resume: the config differs from {run_dir / CONFIG} ({'; '.join(diff[:6])}); "
                           "resume without --preset/--set/--steps/--seed, or start a new run")
     cfg = saved
-    if not (run_dir / "ckpt.json").is_file() or not (run_dir / "ckpt").is_dir():
+    if not has_checkpoints(run_dir):
         raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
-    try:
-        stored = json.loads((run_dir / "ckpt.json").read_text()).get("config")
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{run_dir / 'ckpt.json'} is damaged ({e})") from None
-    if stored is not None and stored != json.loads(cfg.to_json()):
-        raise ConfigError(f"{run_dir / 'config.json'} was edited after the run started (it differs from the "
-                          f"copy in {run_dir / 'ckpt.json'}); restore it or start a new run")
+    check_unedited(run_dir, cfg, read_ckpt_meta(run_dir))
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     with RunLock(run_dir):
-        metrics = read_metrics(run_dir)
-        ckpts = Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
+        metrics = read_metrics(run_dir, complete=True)
+        ckpts = Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
         for why in skipped:
@@ -217,23 +151,20 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         s = int(state.step)
         index = {}
         if rec.arrays:
-            try:
-                index = json.loads((run_dir / "acts" / "index.json").read_text())
-            except (OSError, ValueError) as e:
-                raise ConfigError(f"{run_dir / 'acts' / 'index.json'} is damaged or missing ({e})") from None
+            index = read_acts_index(run_dir)
             if index.get("complete_step", -1) < s:
                 raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
                                   f"only, older than checkpoint {s}: the activation files are damaged")
-        writer = ActsWriter(run_dir / "acts", rec, create=False)
-        summary_path = run_dir / "summary.json"
-        if s == cfg.train.steps and summary_path.is_file() and not skipped:
+        writer = ActsWriter(run_dir, rec, create=False)
+        summary = read_summary(run_dir)
+        if s == cfg.train.steps and summary and not skipped:
             writer.close()
             ckpts.close()
             _say(f"{run_dir} already finished ({s} steps); nothing to do")
-            return json.loads(summary_path.read_text())
+            return summary
         _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
         ckpts.delete_after(s)
-        summary_path.unlink(missing_ok=True)
+        remove_summary(run_dir)
         session = Session(cfg, task, trainer, rec, run_dir, writer, ckpts)
         for key in METRIC_KEYS:
             session.hist[key][:s] = metrics[key][:s]
@@ -261,17 +192,13 @@ class Session:
     def __init__(self, cfg, task, trainer, rec, run_dir, writer, ckpts=None):
         self.cfg, self.task, self.trainer, self.rec = cfg, task, trainer, rec
         self.run_dir, self.writer = run_dir, writer
-        self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, json.loads(cfg.to_json()))
+        self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
         self.last_ckpt = None
 
     def save_metrics(self, n: int) -> None:
-        try:
-            save_npz_atomic(self.run_dir / "metrics.npz", step=np.arange(n), task_names=np.array(self.task.task_names),
-                            grad_names=np.array(self.trainer.grad_names), **{k: v[:n] for k, v in self.hist.items()})
-        except OSError as e:
-            raise io_fault(self.run_dir / "metrics.npz", e) from None
+        write_metrics(self.run_dir, self.hist, n, self.task.task_names, self.trainer.grad_names)
 
     def checkpoint(self, state, finished: bool) -> None:
         """Activations and metrics up to the state's step reach the disk before the checkpoint that covers them."""
@@ -282,10 +209,7 @@ class Session:
                                      "new run with a lower optim.lr)")
         self.writer.flush()
         self.save_metrics(step)
-        try:
-            self.writer.write_index(step, finished)
-        except OSError as e:
-            raise io_fault(self.run_dir / "acts" / "index.json", e) from None
+        self.writer.write_index(step, finished)
         self.ckpts.save(state)
         self.last_ckpt = step
 
@@ -352,10 +276,7 @@ class Session:
         bar.close()
         wall = time.perf_counter() - t_start
         step_axis = np.arange(steps)
-        try:
-            save_npz_atomic(self.run_dir / "params.npz", **flatten_params(state.params))
-        except OSError as e:
-            raise io_fault(self.run_dir / "params.npz", e) from None
+        write_params(self.run_dir, state.params)
         summary = summarize(cfg, task, trainer, state.params, step_axis, hist)
         ran = steps - (resumed_from or 0)
         summary.update(
@@ -363,7 +284,7 @@ class Session:
             steps_per_s=round(ran / max(wall - (compile_s or 0.0), 1e-9), 2) if ran > cfg.train.chunk else None,
             **numerics(cfg), record_bytes=self.rec.nbytes, record_submit_s=round(rec_s, 3), resumed_from=resumed_from,
         )
-        write_json_atomic(self.run_dir / "summary.json", summary)
+        write_summary(self.run_dir, summary)
         return summary
 
 

@@ -7,7 +7,7 @@ sharded over every device JAX sees (`jax.sharding`, a 1-D mesh "member"): on a m
 takes its share. Multi-host: call `jax.distributed.initialize()` before `python -m miiii sweep`
 on every host; the mesh then spans all hosts' devices and the same code runs unchanged.
 
-    sweep_dir/member_000/   a run directory per member (config.json, metrics.npz, summary.json, params.npz)
+    sweep_dir/member_000/   a run directory per member (config.json, metrics.npz, summary.json, params.npz; rundir.py)
     sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point
     sweep_dir/grok_steps.png
 """
@@ -28,10 +28,11 @@ from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
 from miiii.config import ConfigError, RunConfig, resolve_key, validate
-from miiii.files import save_npz_atomic, write_json_atomic
+from miiii.files import write_json_atomic
 from miiii.optim import TRACEABLE
-from miiii.runner import check_run_dir, flatten_params, prepare, summarize
-from miiii.train import METRIC_KEYS, make_trainer, numerics, task_data
+from miiii.rundir import METRIC_KEYS, check_new, write_config, write_metrics, write_params, write_summary
+from miiii.runner import prepare, summarize
+from miiii.train import make_trainer, numerics, task_data
 
 SWEEPABLE = {f"optim.{k}" for k in TRACEABLE} | {"model.dropout"}
 
@@ -92,7 +93,7 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True) -> dict:
     out_dir = Path(out_dir)
-    check_run_dir(out_dir)
+    check_new(out_dir)
     members = make_members(cfg, seeds, grid)
     task = prepare(cfg)
     keys = list(grid)
@@ -137,10 +138,9 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
     for mem in members:
         run = out_dir / f"member_{mem.index:03d}"
         run.mkdir()
-        write_json_atomic(run / "config.json", mem.config.to_dict())
+        write_config(run, mem.config)
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
-        save_npz_atomic(run / "metrics.npz", step=step_axis, task_names=np.array(task.task_names),
-                        grad_names=np.array(trainer.grad_names), **mh)
+        write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
         per_task = grok_steps(step_axis, mh["valid_acc"])
         grok_all = None if None in per_task else max(per_task)
         params = jax.tree.map(lambda a, i=mem.index: a[i], states.params)
@@ -148,8 +148,8 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
         summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
             seed=mem.seed, values=mem.values, grok_step_all=grok_all,
             final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config))
-        save_npz_atomic(run / "params.npz", **flatten_params(params))
-        write_json_atomic(run / "summary.json", summary)
+        write_params(run, params)
+        write_summary(run, summary)
         rows.append(summary | {"member": mem.index})
 
     points = []

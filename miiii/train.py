@@ -22,8 +22,6 @@ from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
 from miiii.tasks import Task
 
-METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")
-
 
 class TrainState(NamedTuple):
     params: dict

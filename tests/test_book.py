@@ -14,7 +14,7 @@ from miiii.bookeval import Evaluator, addition_edge_cases, epoch_length
 from miiii.config import ConfigError, apply_overrides, validate
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
-from miiii.runner import flatten_params
+from miiii.rundir import flatten_params
 from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task
 from miiii.train import greedy_decode, make_trainer
 

@@ -15,7 +15,7 @@ from miiii.cli import main as cli_main
 from miiii.config import ConfigError, apply_overrides, validate
 from miiii.export import export_adder
 from miiii.presets import get_preset
-from miiii.runner import flatten_params
+from miiii.rundir import flatten_params
 from miiii.tasks import make_task
 from miiii.train import make_trainer
 

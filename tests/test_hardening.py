@@ -238,7 +238,7 @@ def test_acts_are_readable_with_numpy_alone():
 def test_write_error_in_metrics_or_checkpoint_leaves_a_resumable_run(tmp_path, monkeypatch, where):
     import orbax.checkpoint as ocp
 
-    import miiii.runner
+    import miiii.rundir
 
     calls = {"n": 0}
 
@@ -251,7 +251,7 @@ def test_write_error_in_metrics_or_checkpoint_leaves_a_resumable_run(tmp_path, m
         return patched
 
     if where == "metrics":
-        monkeypatch.setattr(miiii.runner, "save_npz_atomic", fail_third(miiii.runner.save_npz_atomic))
+        monkeypatch.setattr(miiii.rundir, "save_npz_atomic", fail_third(miiii.rundir.save_npz_atomic))
     else:
         monkeypatch.setattr(ocp.CheckpointManager, "save", fail_third(ocp.CheckpointManager.save))
     with pytest.raises(RunError) as e:

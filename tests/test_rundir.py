@@ -1,0 +1,72 @@
+"""The run directory has one owner (miiii/rundir.py): every way of writing one reads back with load_run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import _runhelp  # noqa: F401 - the session's compilation cache
+import numpy as np
+import pytest
+
+from miiii.config import apply_overrides
+from miiii.presets import get_preset
+from miiii.rundir import CKPT_META, CONFIG, METRIC_KEYS, METRICS, PARAMS, SUMMARY, load_run, rows_before
+from miiii.runner import resume_run, train_run
+from miiii.sweep import run_sweep
+
+CFG = apply_overrides(get_preset("nanda-tiny"), ["steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50",
+                                                 "d_model=32", "record.every=5"])
+
+
+def assert_complete(run_dir: Path, cfg, recorded: bool):
+    run = load_run(run_dir)
+    assert run.config == cfg
+    steps = cfg.train.steps
+    assert list(run.metrics["step"]) == list(range(steps)) and list(run.metrics["task_names"]) == ["mod 23"]
+    assert all(len(run.metrics[k]) == steps for k in METRIC_KEYS)
+    assert run.summary["steps"] == steps and "final" in run.summary and "grok_step" in run.summary
+    assert set(run.params) >= {"W_E", "W_pos", "blocks_0"} and run.params["W_E"].shape == (24, 32)
+    if recorded:
+        assert run.acts_index["finished"] and len(run.acts_steps) == rows_before(steps + 1, 5)
+        assert list(run.steps_of("blocks.0.mlp.hook_post")) == list(range(0, steps + 1, 5))
+    return run
+
+
+def test_train_run_resume_and_sweep_member_read_back_with_load_run(tmp_path):
+    train_run(CFG, tmp_path / "solo", progress=False)
+    solo = assert_complete(tmp_path / "solo", CFG, True)
+
+    class Crash(Exception):
+        pass
+
+    def crash(step):
+        if step == 12:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train_run(CFG, tmp_path / "resumed", progress=False, on_chunk=crash)
+    part = load_run(tmp_path / "resumed")  # interrupted: the rows written so far
+    assert len(part.metrics["step"]) == 12 and not part.summary and not part.params
+    resume_run(tmp_path / "resumed", progress=False)
+    resumed = assert_complete(tmp_path / "resumed", CFG, True)
+    for k in METRIC_KEYS:
+        np.testing.assert_array_equal(resumed.metrics[k], solo.metrics[k])
+
+    run_sweep(CFG, 2, {}, tmp_path / "sweep", progress=False)
+    member = assert_complete(tmp_path / "sweep" / "member_000", CFG, False)
+    assert member.summary["seed"] == CFG.train.seed and not (tmp_path / "sweep" / "member_000" / CKPT_META).exists()
+    np.testing.assert_allclose(member.metrics["loss"], solo.metrics["loss"], rtol=1e-5)
+
+
+def test_rows_before():
+    assert [rows_before(s, 5) for s in (0, 1, 5, 6, 10, 11)] == [0, 1, 1, 2, 2, 3]
+
+
+def test_no_other_module_names_the_run_files_as_paths():
+    """Paths to the run's files are built in rundir.py only (messages may still name them)."""
+    names = "|".join(re.escape(n) for n in (CONFIG, METRICS, SUMMARY, PARAMS, CKPT_META))
+    joined = re.compile(rf"/\s*[\"']({names})[\"']")
+    package = Path(__file__).resolve().parents[1] / "miiii"
+    offenders = [f.name for f in package.glob("*.py") if f.name != "rundir.py" and joined.search(f.read_text())]
+    assert offenders == []
