@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from miiii.config import SECTIONS, ConfigError, apply_overrides
+from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 
@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
     sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
     sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
-                    help="scalar hyper-parameters to cross: lr, weight_decay (wd), b1, b2, clip_norm, alpha, "
-                    "lamb, dropout; e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0")
+                    help="scalar hyper-parameters to cross: "
+                    f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay); "
+                    "e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0")
     sw.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/sweep-PRESET-TIME)")
     sw.add_argument("--steps", type=int, default=None, help="steps per member (overrides train.steps)")
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -179,6 +179,15 @@ class RunConfig:
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "optim": OptimConfig, "train": TrainConfig,
             "record": RecordConfig, "ckpt": CheckpointConfig}
 ALIASES = {"wd": "optim.weight_decay", "lambda": "optim.lamb", "p": "task.p", "steps": "train.steps"}
+# The hyper-parameters a sweep may vary within one program: scalars that travel as traced data, one value per vmapped
+# member (the optim ones through optim.make_optimizer's `hp`, model.dropout as the model's dropout_rate).
+SWEEPABLE = ("optim.lr", "optim.weight_decay", "optim.b1", "optim.b2", "optim.clip_norm", "optim.alpha", "optim.lamb",
+             "model.dropout")
+
+
+def sweepable(section: str) -> tuple[str, ...]:
+    """The field names of `section` in SWEEPABLE."""
+    return tuple(name for sec, _, name in (k.partition(".") for k in SWEEPABLE) if sec == section)
 
 
 # ---------------------------------------------------------------- overrides

@@ -242,6 +242,12 @@ def build_model(cfg: ModelConfig, task) -> Transformer:
                        buckets=buckets)
 
 
+def abstract_params(model: Transformer, n_ctx: int):
+    """The model's parameter tree as shapes and dtypes (`jax.eval_shape` of its init: nothing is computed)."""
+    x = jnp.zeros((1, n_ctx), jnp.int32)
+    return jax.eval_shape(lambda key: model.init({"params": key}, x)["params"], jax.random.key(0))
+
+
 def param_names(params) -> list[str]:
     """TransformerLens names of the parameter leaves (blocks_0/attn/W_Q -> blocks.0.attn.W_Q), in leaf order."""
     paths = jax.tree_util.tree_flatten_with_path(params)[0]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import optax
 
-from miiii.config import OptimConfig
+from miiii.config import OptimConfig, sweepable
 from miiii.grokfast import grokfast_ema, grokfast_ma
-
-# Scalar settings a sweep may pass as traced arrays (one value per vmapped member).
-TRACEABLE = ("lr", "weight_decay", "b1", "b2", "clip_norm", "alpha", "lamb")
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
@@ -29,8 +26,9 @@ def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule
 
 
 def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -> optax.GradientTransformation:
-    """`hp` overrides any of TRACEABLE with (possibly traced) values; the state's structure never changes."""
-    v = {k: getattr(cfg, k) for k in TRACEABLE} | (hp or {})
+    """`hp` overrides any sweepable optim field (config.SWEEPABLE) with (possibly traced) values; the state's
+    structure never changes."""
+    v = {k: getattr(cfg, k) for k in sweepable("optim")} | (hp or {})
     parts = []
     if cfg.clip_norm > 0:
         parts.append(optax.clip_by_global_norm(v["clip_norm"]))

@@ -4,7 +4,7 @@ A `Recording` is planned from the config before any file is written: it checks e
 inputs (the p x p grid, a crop of it, the book's probes, or validation samples) and the shape of every
 array, and so knows the exact bytes on disk. Inside the scanned chunk, `record_groups()` computes the
 selection in eval mode (no dropout) on the parameters *before* update t, for every recorded step t.
-The host streams each chunk into preallocated `.npy` files (`numpy.lib.format.open_memmap`) from a
+The host's `Recorder` streams each chunk into preallocated `.npy` files (`numpy.lib.format.open_memmap`) from a
 writer thread, so host memory holds about one chunk and writing overlaps the next chunk's compute;
 `np.load(path, mmap_mode="r")` reads any step lazily.
 
@@ -31,7 +31,7 @@ import numpy as np
 from miiii.config import ConfigError, RunConfig
 from miiii.files import RunError, free_bytes, io_fault
 from miiii.model import param_names
-from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
+from miiii.rundir import ACTS, ACTS_INPUTS, rows_before, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
 
 GiB = 1 << 30
@@ -154,6 +154,8 @@ def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True)
 class RecordedArray:
+    """One file under acts/: an activation or a parameter, recorded every `every` steps."""
+
     name: str
     kind: str  # act | param
     every: int
@@ -196,7 +198,7 @@ class Recording:
 
     def counts(self, start: int, n: int) -> tuple[int, ...]:
         """Recorded steps of each group in the chunk [start, start + n) (a static argument of the chunk)."""
-        return tuple(len(range(-(-start // every) * every, start + n, every)) for every, _, _ in self.groups)
+        return tuple(rows_before(start + n, every) - rows_before(start, every) for every, _, _ in self.groups)
 
     def record_groups(self) -> tuple:
         """`(every, fn)` pairs for `make_trainer`; fn(apply, params, data) reads the inputs from data["record_x"]."""
@@ -275,15 +277,16 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         if pos is not None:
             shape, axes = shape[:pos] + shape[pos + 1:], axes[:pos] + axes[pos + 1:]
         select[n] = (pos, neu)
-        arrays[n] = RecordedArray(n, "act", r.every, cfg.train.steps // r.every + 1, shape, tuple(axes), r.dtype)
+        arrays[n] = RecordedArray(n, "act", r.every, rows_before(cfg.train.steps + 1, r.every), shape, tuple(axes),
+                                  r.dtype)
     for n in r.params:
         leaf = _get(params, param_path(n))
         last = n.rsplit(".", 1)[-1]
         axes = _PARAM_AXES.get(last, ())
         if len(axes) != len(leaf.shape):
             axes = tuple(f"dim{i}" for i in range(len(leaf.shape)))
-        arrays[n] = RecordedArray(n, "param", r.params_every, cfg.train.steps // r.params_every + 1, tuple(leaf.shape),
-                          axes, r.dtype)
+        arrays[n] = RecordedArray(n, "param", r.params_every, rows_before(cfg.train.steps + 1, r.params_every),
+                                  tuple(leaf.shape), axes, r.dtype)
     groups = tuple((e, names, kind) for e, names, kind in
                    ((r.every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)
     return Recording(arrays, x if r.acts else np.zeros((0, task.n_ctx), np.int32), meta, groups, cfg.train.steps,
@@ -313,7 +316,7 @@ def describe(rec: Recording) -> str:
     return f"recording: {rec.nbytes:,} bytes ({rec.nbytes / GiB:.3f} GiB) in acts/: " + ", ".join(parts)
 
 
-# ---------------------------------------------------------------- the writer
+# ---------------------------------------------------------------- the recorder
 
 
 def _write_rows(f, offset: int, rows: np.ndarray) -> None:
@@ -328,8 +331,14 @@ def _write_rows(f, offset: int, rows: np.ndarray) -> None:
     f.write(memoryview(np.ascontiguousarray(rows)).cast("B"))
 
 
-class ActsWriter:
-    """Preallocated `.npy` files under acts/, filled chunk by chunk from a thread (one chunk queued at most)."""
+class Recorder:
+    """A run's recording as the runner drives it, one object from start to stop.
+
+    Opened on the run directory (`create`: new files; else the files of a run being resumed), then for each chunk
+    `counts` (the chunk's static argument) and `take` (its rows, written by a thread while the next chunk runs),
+    at each checkpoint `commit` (the rows reach the disk, then index.json says so), and `close` (also as a
+    context manager). The `.npy` files under acts/ are preallocated; one chunk is queued at most.
+    """
 
     def __init__(self, run_dir: Path, rec: Recording, create: bool):
         self.run_dir, self.dir, self.rec = Path(run_dir), Path(run_dir) / ACTS, rec
@@ -362,7 +371,7 @@ class ActsWriter:
             self.close()
             raise
         if create:
-            self.write_index(0, False)
+            self._write_index(0, False)
         self.q: queue.Queue = queue.Queue(maxsize=1)
         self.thread = threading.Thread(target=self._loop, name="acts-writer", daemon=True)
         self.thread.start()
@@ -392,27 +401,42 @@ class ActsWriter:
                 self._current = name
                 f, offset, row = self.files[name]
                 rows = np.asarray(rec[name], dtype=self.rec.arrays[name].dtype)
-                _write_rows(f, offset + (-(-step // every)) * row, rows)
+                _write_rows(f, offset + rows_before(step, every) * row, rows)
 
     def _raise(self) -> None:
         if self.error is not None:
             err, self.error = self.error, None
             raise err
 
-    def submit(self, step: int, records: list[dict]) -> None:
-        """Queue rows for writing (returns at once unless one chunk is already waiting)."""
+    def data(self) -> dict:
+        """What the trainer's recording reads besides the parameters: the recorded inputs (a jit argument)."""
+        return {"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {}
+
+    def counts(self, start: int, n: int) -> tuple[int, ...] | None:
+        """The chunk [start, start + n)'s recorded steps per group: the trainer's static `counts` (None: nothing)."""
+        return self.rec.counts(start, n) if self.rec.arrays else None
+
+    def take(self, start: int, n: int, metrics: dict) -> None:
+        """Queue the rows the chunk [start, start + n) recorded (returns at once unless one chunk is already
+        waiting); the chunk that ends the run also gives the record of the state after its last update."""
         if not self.files:
             return
+        self._submit(start, metrics["record"])
+        end = start + n
+        if end == self.rec.steps:  # for the groups whose every divides the last step
+            self._submit(end, [{k: np.asarray(v)[None][: int(end % every == 0)] for k, v in rec.items()}
+                               for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
+
+    def commit(self, step: int, finished: bool) -> None:
+        """Every step < `step` on disk (queued rows written, bytes handed to the OS), then index.json says so."""
+        self._flush()
+        self._write_index(step, finished)
+
+    def _submit(self, step: int, records: list[dict]) -> None:
         self._raise()
         self.q.put((step, records))
 
-    def submit_final(self, step: int, records: list[dict]) -> None:
-        """The record of the last step (taken after the last update), for groups whose every divides it."""
-        due = [{n: np.asarray(v)[None][: int(step % every == 0)] for n, v in rec.items()}
-               for (every, _, _), rec in zip(self.rec.groups, records, strict=True)]
-        self.submit(step, due)
-
-    def flush(self) -> None:
+    def _flush(self) -> None:
         """Wait for queued rows, raise a write error if there was one, and hand the bytes to the OS."""
         if not self.files:
             return
@@ -424,9 +448,15 @@ class ActsWriter:
             except OSError as e:
                 raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
 
-    def write_index(self, complete_step: int, finished: bool) -> None:
+    def _write_index(self, complete_step: int, finished: bool) -> None:
         if self.rec.arrays:
             write_acts_index(self.run_dir, self.rec.index(complete_step, finished))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def close(self) -> None:
         """Stop the thread and close the files (pending rows are written first; errors are dropped)."""

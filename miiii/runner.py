@@ -22,8 +22,8 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.files import RunError
-from miiii.model import count_params
-from miiii.record import ActsWriter, GiB, check_budget, describe, plan
+from miiii.model import abstract_params, build_model, count_params
+from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
     METRIC_KEYS,
@@ -116,7 +116,7 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         write_config(run_dir, cfg)
-        session = Session(cfg, task, trainer, rec, run_dir, ActsWriter(run_dir, rec, create=True))
+        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True))
         state = init_state(trainer, cfg.train.seed)
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
         return session.run(state, progress, on_chunk)
@@ -155,21 +155,21 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             if index.get("complete_step", -1) < s:
                 raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
                                   f"only, older than checkpoint {s}: the activation files are damaged")
-        writer = ActsWriter(run_dir, rec, create=False)
+        recorder = Recorder(run_dir, rec, create=False)
         summary = read_summary(run_dir)
         if s == cfg.train.steps and summary and not skipped:
-            writer.close()
+            recorder.close()
             ckpts.close()
             _say(f"{run_dir} already finished ({s} steps); nothing to do")
             return summary
         _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
         ckpts.delete_after(s)
         remove_summary(run_dir)
-        session = Session(cfg, task, trainer, rec, run_dir, writer, ckpts)
+        session = Session(cfg, task, trainer, run_dir, recorder, ckpts)
         for key in METRIC_KEYS:
             session.hist[key][:s] = metrics[key][:s]
         session.save_metrics(s)
-        writer.write_index(s, index.get("finished", False) and s == cfg.train.steps)
+        recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
         return session.run(state, progress, on_chunk, resumed_from=s)
 
 
@@ -179,19 +179,20 @@ def init_state(trainer, seed: int):
 
 
 def build(cfg: RunConfig, task: Task):
-    """The trainer and the recording plan (checked against the model's real names and shapes)."""
-    probe = make_trainer(cfg, task)
-    params = jax.eval_shape(probe.init, cfg.train.seed).params
-    rec = plan(cfg, task, lambda p, x: probe.model.apply({"params": p}, x), params)
+    """The recording plan, checked against the model's names and shapes (`jax.eval_shape`: nothing is built or
+    compiled for it), and the trainer that records it."""
+    model = build_model(cfg.model, task)
+    rec = plan(cfg, task, lambda p, x: model.apply({"params": p}, x), abstract_params(model, task.n_ctx))
     return make_trainer(cfg, task, record_groups=rec.record_groups()), rec
 
 
 class Session:
-    """The host loop of one process on one run directory: chunks, checkpoints, metrics and activations."""
+    """The host loop of one process on one run directory: chunks, checkpoints, metrics, and the recorder it
+    drives (started by the caller, stopped when the loop ends)."""
 
-    def __init__(self, cfg, task, trainer, rec, run_dir, writer, ckpts=None):
-        self.cfg, self.task, self.trainer, self.rec = cfg, task, trainer, rec
-        self.run_dir, self.writer = run_dir, writer
+    def __init__(self, cfg, task, trainer, run_dir, recorder: Recorder, ckpts=None):
+        self.cfg, self.task, self.trainer = cfg, task, trainer
+        self.run_dir, self.recorder = run_dir, recorder
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
@@ -207,23 +208,23 @@ class Session:
             raise FloatingPointError(f"the parameters became non-finite by step {step}; the run stopped. The last "
                                      f"good checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (start a "
                                      "new run with a lower optim.lr)")
-        self.writer.flush()
         self.save_metrics(step)
-        self.writer.write_index(step, finished)
+        self.recorder.commit(step, finished)
         self.ckpts.save(state)
         self.last_ckpt = step
 
     def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
-        try:
-            return self._run(state, progress, on_chunk, resumed_from)
-        finally:
-            self.writer.close()
-            self.ckpts.close()
+        with self.recorder:
+            try:
+                return self._run(state, progress, on_chunk, resumed_from)
+            finally:
+                self.ckpts.close()
 
     def _run(self, state, progress, on_chunk, resumed_from) -> dict:
         cfg, task, trainer, hist = self.cfg, self.task, self.trainer, self.hist
         steps, k, every = cfg.train.steps, len(task.task_names), cfg.ckpt.every
-        data = task_data(task) | ({"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {})
+        recorder = self.recorder
+        data = task_data(task) | recorder.data()
         done = int(state.step)
         self.last_ckpt = done if self.last_ckpt is None else self.last_ckpt
         n_params = count_params(state.params)
@@ -236,7 +237,7 @@ class Session:
             while done < steps:
                 n = min(cfg.train.chunk, steps - done)
                 t0 = time.perf_counter()
-                state, metrics = trainer.chunk(state, data, n, self.rec.counts(done, n) if self.rec.arrays else None)
+                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n))
                 metrics = jax.device_get(metrics)
                 if compile_s is None:
                     compile_s = time.perf_counter() - t0
@@ -251,13 +252,11 @@ class Session:
                         f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
                         "same steps: start a new run with a lower optim.lr)")
                 t1 = time.perf_counter()
-                self.writer.submit(done, metrics.get("record", []))
+                recorder.take(done, n, metrics)
                 rec_s += time.perf_counter() - t1
                 newest = last_evaluated(metrics["valid_acc"])
                 last_valid = last_valid if np.isnan(newest).all() else newest
                 done += n
-                if done == steps and self.rec.arrays:  # the state after the last update, for groups due then
-                    self.writer.submit_final(done, metrics["record_end"])
                 if stop.requested or done == steps or done // every > (done - n) // every:
                     self.checkpoint(state, finished=done == steps)
                 bar.update(n)
@@ -282,7 +281,8 @@ class Session:
         summary.update(
             n_params=n_params, wall_s=round(wall, 3), compile_s=round(compile_s or 0.0, 3),
             steps_per_s=round(ran / max(wall - (compile_s or 0.0), 1e-9), 2) if ran > cfg.train.chunk else None,
-            **numerics(cfg), record_bytes=self.rec.nbytes, record_submit_s=round(rec_s, 3), resumed_from=resumed_from,
+            **numerics(cfg), record_bytes=recorder.rec.nbytes, record_submit_s=round(rec_s, 3),
+            resumed_from=resumed_from,
         )
         write_summary(self.run_dir, summary)
         return summary

@@ -27,14 +27,11 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
-from miiii.config import ConfigError, RunConfig, resolve_key, validate
+from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, validate
 from miiii.files import write_json_atomic
-from miiii.optim import TRACEABLE
 from miiii.rundir import METRIC_KEYS, check_new, write_config, write_metrics, write_params, write_summary
 from miiii.runner import prepare, summarize
 from miiii.train import make_trainer, numerics, task_data
-
-SWEEPABLE = {f"optim.{k}" for k in TRACEABLE} | {"model.dropout"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,12 @@ def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]])
 
 
 def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
-    return {k.split(".")[1]: jnp.asarray([m.values[k] for m in members], jnp.float32) for k in keys}
+    """The grid's values by section and field ({"optim": {"lr": (n_members,)}, ...}): the trainer's data["hp"]."""
+    hp: dict = {}
+    for k in keys:
+        sec, name = k.split(".")
+        hp.setdefault(sec, {})[name] = jnp.asarray([m.values[k] for m in members], jnp.float32)
+    return hp
 
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True) -> dict:

@@ -20,6 +20,7 @@ import optax
 from miiii.config import RunConfig
 from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
+from miiii.rundir import rows_before
 from miiii.tasks import Task
 
 
@@ -164,12 +165,12 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         else:
             x, y = data["train_x"], data["train_y"]
         dropout_key = jax.random.fold_in(jax.random.fold_in(state.key, 1), t)
-        # a sweep passes scalar hyper-parameters as data (traced, one value per vmapped member)
+        # a sweep passes its hyper-parameters (config.SWEEPABLE) as data by section: traced, one value per member
         hp = data.get("hp", {})
-        opt = make_optimizer(cfg.optim, cfg.train.steps, {k: v for k, v in hp.items() if k != "dropout"}) if hp else tx
+        opt = make_optimizer(cfg.optim, cfg.train.steps, hp["optim"]) if "optim" in hp else tx
 
         def loss_fn(params):
-            logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("dropout"),
+            logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
             loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets)
             return loss, (task_loss, task_acc)
@@ -205,7 +206,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         if not record_groups:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
             return state, metrics
-        counts = counts or tuple(-(-n_steps // every) for every, _ in record_groups)
+        counts = counts or tuple(rows_before(n_steps, every) for every, _ in record_groups)
         t0 = state.step
 
         def record_into(bufs, st):
@@ -216,7 +217,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
                 if count == 0:  # no step of this chunk is due (a chunk shorter than `every`)
                     out.append(buf)
                     continue
-                row = (t - (-(-t0 // every)) * every) // every  # rows count from the chunk's first due step
+                row = t // every - rows_before(t0, every)  # rows count from the chunk's first due step
 
                 def write(b, every=every, fn=fn, row=row):
                     return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
