@@ -8,7 +8,6 @@ and the final loss beside the loss floor. `python -m miiii book RUN_DIR` prints 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax
@@ -17,7 +16,7 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.model import build_model, count_params
-from miiii.rundir import load_run
+from miiii.rundir import load_run, write_book_report
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
 from miiii.train import greedy_decode, steps_per_epoch
 
@@ -157,5 +156,5 @@ def evaluate_to_file(run_dir: str | Path) -> dict:
     """`python -m miiii book RUN_DIR`: the report of a finished sequence run, printed and written to book.json."""
     r = Evaluator(run_dir).report()
     print_report(r)
-    (Path(run_dir) / "book.json").write_text(json.dumps(to_jsonable(r), indent=2))
+    write_book_report(Path(run_dir), to_jsonable(r))
     return r

@@ -30,7 +30,7 @@ plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "font.size": 9, "axe
                      "axes.spines.right": False, "image.cmap": "viridis"})
 
 
-def save(fig, out: Path, name: str) -> list[Path]:
+def save_figure(fig, out: Path, name: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     fig.savefig(paths[0], bbox_inches="tight")
@@ -69,7 +69,7 @@ def fig_polar(out: Path, n_max: int = 113**2) -> list[Path]:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(f"n < {n_max:,} at polar coordinates (n, n mod 2π)")
-    return save(fig, out, "fig01_polar")
+    return save_figure(fig, out, "fig01_polar")
 
 
 def _grid_ax(ax, values, p, title, cmap="viridis", annotate=False):
@@ -89,7 +89,7 @@ def fig_inputs(out: Path, p: int = 11) -> list[Path]:
     x0, x1 = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
     fig, ax = plt.subplots(figsize=(4.2, 4))
     _grid_ax(ax, x0 + x1 * p, p, f"inputs (x0, x1) as n = x0 + {p}·x1", annotate=True)
-    return save(fig, out, "fig02_inputs_p11")
+    return save_figure(fig, out, "fig02_inputs_p11")
 
 
 def fig_targets(out: Path, p: int = 11) -> list[Path]:
@@ -102,7 +102,7 @@ def fig_targets(out: Path, p: int = 11) -> list[Path]:
     for ax, (title, v) in zip(axes, panels, strict=True):
         _grid_ax(ax, v, p, title)
     fig.suptitle(f"targets over the p = {p} grid (miiii: one task per prime q < p)")
-    return save(fig, out, "fig03_targets_p11")
+    return save_figure(fig, out, "fig03_targets_p11")
 
 
 # ---------------------------------------------------------------- curves (figures 5, 6)
@@ -139,7 +139,8 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
                        bbox_to_anchor=(1.01, 1.0))
     what = "accuracy" if kind == "acc" else "cross-entropy"
     axes[0].set_title(f"{label(run)}: {what} per task")
-    return save(fig, out, f"fig0{5 if kind == 'acc' else 6}_{'accuracy' if kind == 'acc' else 'loss'}_{label(run)}")
+    number, stem = ("05", "accuracy") if kind == "acc" else ("06", "loss")
+    return save_figure(fig, out, f"fig{number}_{stem}_{label(run)}")
 
 
 def fig_grad_norms(run: Run, out: Path, max_cols: int = 400) -> list[Path]:
@@ -160,7 +161,7 @@ def fig_grad_norms(run: Run, out: Path, max_cols: int = 400) -> list[Path]:
     ax.set_xlabel("step + 1 (log scale)")
     ax.set_title(f"{label(run)}: gradient L2 norm per weight matrix (each row / its maximum)")
     fig.colorbar(mesh, ax=ax, label="‖∇W‖ / max", fraction=0.04, pad=0.02)
-    return save(fig, out, f"fig17_grad_norms_{label(run)}")
+    return save_figure(fig, out, f"fig17_grad_norms_{label(run)}")
 
 
 # ---------------------------------------------------------------- embeddings (figures 7-13)
@@ -180,7 +181,7 @@ def fig_positional(runs: list[Run], out: Path) -> list[Path]:
     axes[-1, 0].set_xlabel("d_model dimension")
     fig.suptitle("positional embeddings (paper: nanda r = 0.95, miiii r = -0.64)", y=1.0)
     fig.tight_layout()
-    return save(fig, out, "fig07_positional")
+    return save_figure(fig, out, "fig07_positional")
 
 
 def fig_singular_values(runs: list[Run], out: Path) -> list[Path]:
@@ -201,7 +202,7 @@ def fig_singular_values(runs: list[Run], out: Path) -> list[Path]:
     ax.set_ylabel("σ / σ₁")
     ax.set_title("singular values of the token embedding W_E[:p]")
     ax.legend(fontsize=7, frameon=False)
-    return save(fig, out, "fig08_singular_values")
+    return save_figure(fig, out, "fig08_singular_values")
 
 
 def fig_singular_vectors(run: Run, out: Path, max_vectors: int = 8) -> list[Path]:
@@ -216,7 +217,7 @@ def fig_singular_vectors(run: Run, out: Path, max_vectors: int = 8) -> list[Path
         ax.set_yticks([])
     axes[-1, 0].set_xlabel("token")
     axes[0, 0].set_title(f"{label(run)}: top singular vectors of W_E (U columns)")
-    return save(fig, out, f"fig09_singular_vectors_{label(run)}")
+    return save_figure(fig, out, f"fig09_singular_vectors_{label(run)}")
 
 
 def fig_embed_fft(run: Run, out: Path) -> list[Path]:
@@ -244,7 +245,7 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     a1.set_ylabel("norm")
     a1.legend(fontsize=7, frameon=False)
     fig.tight_layout()
-    return save(fig, out, f"fig11_embed_fft_{label(run)}")
+    return save_figure(fig, out, f"fig11_embed_fft_{label(run)}")
 
 
 # ---------------------------------------------------------------- neurons and attention (figures 4, 14, 15, 18)
@@ -285,7 +286,7 @@ def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14")
     fig.suptitle(f"{label(run)}: MLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
     fig.tight_layout()
     name = "fig04_neuron" if n == 1 else f"fig{number}_neurons"
-    return save(fig, out, f"{name}_{label(run)}")
+    return save_figure(fig, out, f"{name}_{label(run)}")
 
 
 def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
@@ -308,7 +309,7 @@ def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
             ax.set_yticks([])
     fig.suptitle("attention from the output position to x0 (0: all on x1 or '=', 1: all on x0)")
     fig.tight_layout()
-    return save(fig, out, "fig18_attention")
+    return save_figure(fig, out, "fig18_attention")
 
 
 # ---------------------------------------------------------------- over training (figure 16, progress measures)
@@ -348,7 +349,7 @@ def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> l
     a1.set_ylabel("|ω| active")
     a1.set_xscale("log")
     a1.set_xlabel("step + 1 (log scale)")
-    return save(fig, out, f"fig16_frequency_dominance_{name}")
+    return save_figure(fig, out, f"fig16_frequency_dominance_{name}")
 
 
 def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str) -> list[Path]:
@@ -365,7 +366,7 @@ def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: 
     a1.set_ylabel("Gini of |W_E| Fourier norms")
     a1.ticklabel_format(axis="y", useOffset=False)
     a1.set_xlabel("step")
-    return save(fig, out, f"fig_progress_{name}")
+    return save_figure(fig, out, f"fig_progress_{name}")
 
 
 def sample_steps(n: int, k: int, log: bool) -> np.ndarray:

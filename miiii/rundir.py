@@ -10,6 +10,7 @@
     run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state; their checksums and a copy of the config
                            that tells an edited config.json apart (checkpoint.py)
     run_dir/.lock          flock held by the one process writing the directory
+    run_dir/book.json      a sequence run's evaluation the book's way (`python -m miiii book`, bookeval.py)
 
 The runner writes a directory chunk by chunk, a sweep one per member at its end (config, metrics, summary,
 params); `load_run` reads either back. A damaged or edited file is a ConfigError that names it.
@@ -29,7 +30,7 @@ import numpy as np
 from miiii.config import ConfigError, RunConfig
 from miiii.files import io_fault, save_npz_atomic, write_json_atomic
 
-CONFIG, METRICS, SUMMARY, PARAMS = "config.json", "metrics.npz", "summary.json", "params.npz"
+CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
 METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
 
@@ -115,6 +116,11 @@ def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | N
     if cfg is not None:
         meta["config"] = json.loads(cfg.to_json())
     _written(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums})
+
+
+def write_book_report(run_dir: Path, report: dict) -> None:
+    """book.json (indent 2, in the report's order): the JSON-ready report of bookeval.Evaluator."""
+    _written(Path(run_dir) / BOOK, Path.write_text, json.dumps(report, indent=2))
 
 
 def write_acts_index(run_dir: Path, index: dict) -> None:

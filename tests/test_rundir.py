@@ -11,7 +11,7 @@ import pytest
 
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
-from miiii.rundir import CKPT_META, CONFIG, METRIC_KEYS, METRICS, PARAMS, SUMMARY, load_run, rows_before
+from miiii.rundir import BOOK, CKPT_META, CONFIG, METRIC_KEYS, METRICS, PARAMS, SUMMARY, load_run, rows_before
 from miiii.runner import resume_run, train_run
 from miiii.sweep import run_sweep
 
@@ -65,7 +65,7 @@ def test_rows_before():
 
 def test_no_other_module_names_the_run_files_as_paths():
     """Paths to the run's files are built in rundir.py only (messages may still name them)."""
-    names = "|".join(re.escape(n) for n in (CONFIG, METRICS, SUMMARY, PARAMS, CKPT_META))
+    names = "|".join(re.escape(n) for n in (CONFIG, METRICS, SUMMARY, PARAMS, CKPT_META, BOOK, "index.json"))
     joined = re.compile(rf"/\s*[\"']({names})[\"']")
     package = Path(__file__).resolve().parents[1] / "miiii"
     offenders = [f.name for f in package.glob("*.py") if f.name != "rundir.py" and joined.search(f.read_text())]
