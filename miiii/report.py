@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
@@ -484,7 +485,8 @@ def table3_section(runs: dict[str, list[Run]]) -> list[str]:
              "The paper's |ω| = 0, 0, 10, 18, 10 at epochs 256, 1,024, 4,096, 16,384, 65,536 of 65,536 were typed "
              "into its source; the original code (`omega_aux`/`finding_fn`) counts as the rows marked *original*. "
              "Each row is read at the recorded step nearest to the same fractions of this run.", "",
-             "| definition | " + " | ".join(f"{f:.4g} of the run" for f in FRACTIONS) + " | spike? |",
+             "| definition | " + " | ".join(f"{Fraction(f).limit_denominator()} of the run" for f in FRACTIONS)
+             + " | spike? |",
              "| --- |" + " --- |" * (len(FRACTIONS) + 1)]
     for name, (steps, c) in counts.items():
         lines.append(f"| {name} | " + " | ".join(f"{n} (step {s})" for s, n in zip(steps, c, strict=True))
