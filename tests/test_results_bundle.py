@@ -1,0 +1,41 @@
+"""The committed result bundles back the README: every claim row has a verdict, the file names its commit and seeds."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from miiii.report import CLAIMS, VERDICTS
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLES = [ROOT / "results" / "paper-cpu" / "results.md"]
+
+
+def claim_rows(text: str) -> list[list[str]]:
+    table = text.split("| # | claim, as written |")[1].split("\n\n")[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:] if line.strip()]
+
+
+@pytest.mark.parametrize("path", BUNDLES, ids=lambda p: p.parent.name)
+def test_bundle_has_a_verdict_for_every_claim_and_names_its_commit(path):
+    assert path.is_file(), f"{path} is not committed"
+    text = path.read_text()
+    rows = claim_rows(text)
+    assert len(rows) == len(CLAIMS)  # all six roles ran: every claim has a row
+    for row in rows:
+        verdict = re.sub(r"\*\*(.*?)\*\*.*", r"\1", row[-1])
+        assert verdict in VERDICTS, row
+        assert row[4].startswith(("holds if", "project", "original")), row  # its rule
+        seeds = int(row[-2].split("/")[1])
+        assert seeds >= 3 or "Table 3" in row[1], row  # Table 3 reads the recorded seed only
+    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
+    assert commit and not commit.group(2), "the bundle must name the clean commit that generated it"
+    if (ROOT / ".git").exists():
+        ok = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", commit.group(1) + "^{commit}"]).returncode
+        assert ok == 0, f"commit {commit.group(1)} is not in this repository"
+    for key in ("date", "device", "jax", "precision", "seeds", "wall time"):
+        assert f"| {key} |" in text
+    pngs = list(path.parent.glob("figures/*.png"))
+    assert pngs and sum(p.stat().st_size for p in path.parent.rglob("*") if p.is_file()
+                        and "runs" not in p.parts) < 10 * 2**20
