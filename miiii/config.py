@@ -22,6 +22,7 @@ class ConfigError(ValueError):
 GRID_TASKS = ("nanda", "miiii")  # one answer per input [x0, x1, p], read from the last position
 SEQUENCE_TASKS = ("addition", "reversal")  # token sequences, a prediction at every position (the book)
 TASKS = GRID_TASKS + SEQUENCE_TASKS
+INITS = ("he", "original", "torch", "nanda")  # model.init
 VARIANTS = ("none", "masked", "basis")
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
 
@@ -51,6 +52,18 @@ class TaskConfig:
     valid_seed: int = 123  # addition/reversal: data seed of the held-out set (book)
     mixed_lengths: bool = False  # addition/reversal: training operands of 0..n_digits digits (held-out: n)
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
+    # nanda/miiii: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
+    # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order
+    # of recordings (row i = n) are the same either way; only which position holds which digit changes.
+    digit_order: str = "low"
+    # miiii: how the tasks' CE_q / ln q combine into the loss. mean: over the tasks switched on (the original
+    # code); sum: Eq. 12 as the paper writes it (the mean times the number of tasks switched on)
+    loss_over_tasks: str = "mean"
+
+    @property
+    def digit_positions(self) -> tuple[int, int]:
+        """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p (grid tasks)."""
+        return (1, 0) if self.digit_order == "high" else (0, 1)
 
     @property
     def is_sequence(self) -> bool:
@@ -77,7 +90,9 @@ class ModelConfig:
     pos_embed: bool = True  # learned positional embedding (book ablation: off)
     tie_head: bool = False  # unembedding = token embedding transposed (book)
     readout: str = "last"  # last: logits of the last position, one head per task (paper); all: every position (book)
-    init: str = "he"  # he (paper: He-normal) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model))
+    # he (paper: N(0, 2 / fan_in)) | original (the original code: jax's truncated he_normal with its fan-in per
+    # array) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model))
+    init: str = "he"
     n_ctx: int = 0  # rows of W_pos; 0 = the task's input length. Book: max_seq_len 13, one more than it feeds
 
     @property
@@ -286,6 +301,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"unknown task variant '{t.variant}'; choose one of: {', '.join(VARIANTS)}")
     if t.variant != "none" and t.name != "miiii":
         raise ConfigError(f"variant '{t.variant}' exists only for the miiii task")
+    if t.digit_order not in ("low", "high"):
+        raise ConfigError(f"task.digit_order = '{t.digit_order}': choose low ([x0, x1, p]) or high ([x1, x0, p])")
+    if t.loss_over_tasks not in ("mean", "sum"):
+        raise ConfigError(f"task.loss_over_tasks = '{t.loss_over_tasks}': choose mean or sum")
     if not t.is_sequence:
         least = 3 if t.name == "nanda" else 5
         if t.p < least or not is_prime(t.p):
@@ -324,8 +343,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"model.dropout = {m.dropout} must lie in [0, 1)")
     if m.readout not in ("last", "all"):
         raise ConfigError(f"model.readout = '{m.readout}': choose last or all")
-    if m.init not in ("he", "torch", "nanda"):
-        raise ConfigError(f"model.init = '{m.init}': choose he, torch or nanda")
+    if m.init not in INITS:
+        raise ConfigError(f"model.init = '{m.init}': choose one of {', '.join(INITS)}")
     seq_task = t.is_sequence
     if seq_task and m.n_ctx:
         fed = t.seq_len

@@ -37,19 +37,26 @@ def _uniform(bound: float):
 
 
 class Init:
-    """Initialisers by weight role, per scheme: he (paper), torch (book: PyTorch defaults), nanda."""
+    """Initialisers by weight role, per scheme: he (paper), original (the paper's original code), torch (book:
+    PyTorch defaults), nanda.
+
+    `original` is jax's he_normal on each array as it is shaped: a normal truncated at 2 std whose fan-in is the
+    axis before the last times every axis but the last two. This model's arrays have the original's shapes (W_E
+    (V, d), W_pos (3, d), W_Q/K/V (H, d, d/H), W_O (H, d/H, d), W_in (d, 4d), W_out (4d, d), miiii's W_U
+    (tasks, d, classes)), so the fan-ins are the original's: W_pos std 0.82, W_E 0.13, W_Q 0.044, miiii W_U 0.016
+    at p = 113, d 256. (The original also drew W_in and W_out from one key; here each has its own.)"""
 
     def __init__(self, scheme: str, d_model: int):
         self.scheme, self.d = scheme, d_model
 
     def embed(self):
-        return {"he": _normal(math.sqrt(2 / self.d)), "torch": _normal(1.0), "nanda": _normal(1 / math.sqrt(self.d))}[
-            self.scheme
-        ]
+        return {"he": _normal(math.sqrt(2 / self.d)), "original": nn.initializers.he_normal(), "torch": _normal(1.0),
+                "nanda": _normal(1 / math.sqrt(self.d))}[self.scheme]
 
     def matrix(self, fan_in: int):
         return {
             "he": _normal(math.sqrt(2 / fan_in)),
+            "original": nn.initializers.he_normal(),
             "torch": _uniform(1 / math.sqrt(fan_in)),  # nn.Linear: kaiming_uniform(a=sqrt 5)
             "nanda": _normal(1 / math.sqrt(self.d)),
         }[self.scheme]

@@ -172,7 +172,7 @@ def fig_positional(runs: list[Run], out: Path) -> list[Path]:
     runs = [r for r in runs if "W_pos" in r.params and is_grid(r)]
     fig, axes = plt.subplots(len(runs), 1, figsize=(8, 1.3 * len(runs) + 0.6), squeeze=False)
     for ax, run in zip(axes[:, 0], runs, strict=True):
-        W = run.params["W_pos"][:2]  # (2, d_model)
+        W = run.params["W_pos"][list(run.config.task.digit_positions)]  # (2, d_model): rows x0, x1
         v = np.abs(W).max()
         ax.imshow(W, aspect="auto", cmap="RdBu_r", vmin=-v, vmax=v, interpolation="nearest")
         ax.set_yticks([0, 1], ["x0", "x1"])
@@ -256,8 +256,8 @@ def grid_acts(run: Run) -> dict[str, np.ndarray]:
     from miiii.tasks import grid_inputs, make_task
     from miiii.train import make_trainer
 
-    task = make_task(run.config.task)
-    _, acts = make_trainer(run.config, task).apply(run.params, grid_inputs(run.config.task.p))
+    t = run.config.task
+    _, acts = make_trainer(run.config, make_task(t)).apply(run.params, grid_inputs(t.p, t.digit_order))
     return {k: np.asarray(v) for k, v in acts.items()}
 
 
@@ -297,7 +297,7 @@ def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
                              squeeze=False)
     for row, (run, acts) in zip(axes, runs_acts, strict=True):
         p = run.config.task.p
-        pat = acts["blocks.0.attn.hook_pattern"][:, :, -1, 0]  # (p*p, H): last query -> key x0
+        pat = acts["blocks.0.attn.hook_pattern"][:, :, -1, run.config.task.digit_positions[0]]  # (p*p, H): -> x0
         for h, ax in enumerate(row):
             if h >= pat.shape[1]:
                 ax.axis("off")
@@ -402,11 +402,12 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
 
 
 def train_idx(run: Run) -> np.ndarray:
-    """Grid indices of the run's training samples (the first tokens of a training input are x0, x1)."""
+    """Grid indices n = x0 + x1*p of the run's training samples."""
     from miiii.tasks import make_task
 
     x = make_task(run.config.task).train.x
-    return (x[:, 0] + x[:, 1] * run.config.task.p).astype(np.int64)
+    i0, i1 = run.config.task.digit_positions
+    return (x[:, i0] + x[:, i1] * run.config.task.p).astype(np.int64)
 
 
 # ---------------------------------------------------------------- everything

@@ -81,14 +81,16 @@ def npy_nbytes(shape: tuple[int, ...], dtype) -> int:
 # ---------------------------------------------------------------- inputs
 
 
-def grid_xy(p: int, k: int) -> np.ndarray:
-    """The k x k corner of the grid, row i = (x0, x1) = (i % k, i // k), tokens [x0, x1, p].
+def grid_xy(p: int, k: int, digit_order: str = "low") -> np.ndarray:
+    """The k x k corner of the grid, row i = (x0, x1) = (i % k, i // k), tokens [x0, x1, p] ([x1, x0, p] with
+    digit_order "high").
 
-    For k = p this is `tasks.grid_inputs(p)`: row i holds the number n = x0 + x1 p (the order
+    For k = p this is `tasks.grid_inputs(p, digit_order)`: row i holds the number n = x0 + x1 p (the order
     `analysis.to_grid` expects).
     """
     x1, x0 = np.divmod(np.arange(k * k), k)
-    return np.stack([x0, x1, np.full_like(x0, p)], axis=1).astype(np.int32)
+    first, second = (x1, x0) if digit_order == "high" else (x0, x1)
+    return np.stack([first, second, np.full_like(x0, p)], axis=1).astype(np.int32)
 
 
 def probe_tokens(task: Task, text: str) -> np.ndarray:
@@ -126,7 +128,8 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
                               "use probes or valid:N")
         p = cfg.task.p
         k = p if not arg else _int_arg(r.inputs, arg, 1, p)
-        return grid_xy(p, k), {"kind": "grid", "p": p, "size": k,
+        return grid_xy(p, k, cfg.task.digit_order), {"kind": "grid", "p": p, "size": k,
+                                                     "digit_order": cfg.task.digit_order,
                                "order": f"row i is (x0, x1) = (i % {k}, i // {k}); to_grid(a, {k}) -> [x0, x1]"}
     if kind == "probes" and not arg:
         if not r.probes:

@@ -188,7 +188,8 @@ def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
 def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
     """Refuse a config.json that differs from the copy saved with the checkpoints (ckpt.json) since the run began."""
     stored = ckpt_meta.get("config")
-    if stored is not None and stored != json.loads(cfg.to_json()):
+    # compared as configs, so a run written before a field existed reads back with that field's default
+    if stored is not None and RunConfig.from_dict(stored) != cfg:
         raise ConfigError(f"{Path(run_dir) / CONFIG} was edited after the run started (it differs from the copy in "
                           f"{Path(run_dir) / CKPT_META}); restore it or start a new run")
 

@@ -110,20 +110,22 @@ def primes_below(p: int) -> np.ndarray:
 # ---------------------------------------------------------------- nanda and miiii
 
 
-def grid_inputs(p: int) -> np.ndarray:
-    """All p^2 inputs [x0, x1, p] in (x1-major, x0-minor) order, so row i holds the number n = i."""
+def grid_inputs(p: int, digit_order: str = "low") -> np.ndarray:
+    """All p^2 inputs in (x1-major, x0-minor) order, so row i holds the number n = i: tokens [x0, x1, p], or
+    [x1, x0, p] with digit_order "high" (the original code's order)."""
     n = np.arange(p * p)
     x0, x1 = n % p, n // p
-    return np.stack([x0, x1, np.full_like(n, p)], axis=1).astype(np.int32)
+    first, second = (x1, x0) if digit_order == "high" else (x0, x1)
+    return np.stack([first, second, np.full_like(n, p)], axis=1).astype(np.int32)
 
 
 def grid_labels(name: str, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """Targets over the grid and the modulus of each slot. miiii: n = x0 + x1*p, one slot per prime q < p."""
-    x = grid_inputs(p)
+    """Targets over the grid (row i: n = i = x0 + x1*p) and the modulus of each slot. miiii: one slot per prime
+    q < p."""
+    n = np.arange(p * p, dtype=np.int64)
     if name == "nanda":
-        return ((x[:, 0] + x[:, 1]) % p)[:, None].astype(np.int32), np.array([p], dtype=np.int32)
+        return ((n % p + n // p) % p)[:, None].astype(np.int32), np.array([p], dtype=np.int32)
     qs = primes_below(p)
-    n = x[:, 0].astype(np.int64) + x[:, 1].astype(np.int64) * p
     return (n[:, None] % qs[None, :]).astype(np.int32), qs
 
 
@@ -134,7 +136,7 @@ def split_sizes(cfg: TaskConfig) -> tuple[int, int, int]:
 
 
 def make_grid_task(cfg: TaskConfig) -> Task:
-    x = grid_inputs(cfg.p)
+    x = grid_inputs(cfg.p, cfg.digit_order)
     y, moduli = grid_labels(cfg.name, cfg.p)
     if cfg.variant == "basis":  # the labels of every task shuffled across samples: nothing to learn
         y = y[np.random.default_rng(cfg.basis_seed).permutation(len(y))]
@@ -143,12 +145,13 @@ def make_grid_task(cfg: TaskConfig) -> Task:
     parts = np.split(perm, [n_train, n_train + n_valid])
     train, valid, test = (Split(x[i], y[i]) for i in parts)
     n_slots = len(moduli)
-    # Paper Eq. 12: each task's CE divided by ln q so chance scores 1.0; mean over tasks switched on.
+    # Paper Eq. 12: each task's CE divided by ln q so chance scores 1.0; the mean over the tasks switched on (the
+    # original code) or, with loss_over_tasks "sum", their sum (the text)
     on = np.ones(n_slots, bool)
     if cfg.variant == "masked":
         on &= ~np.isin(moduli, [2, 3, 5, 7])
     inv_ln = (1.0 / np.log(moduli)).astype(np.float32)
-    loss_weight = np.where(on, inv_ln, 0.0).astype(np.float32) / on.sum()
+    loss_weight = np.where(on, inv_ln, 0.0).astype(np.float32) / (1 if cfg.loss_over_tasks == "sum" else on.sum())
     names = tuple(f"q={q}" for q in moduli) if cfg.name == "miiii" else (f"mod {cfg.p}",)
     return Task(
         name=cfg.name,
