@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
 from miiii.config import RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
-from miiii.report import git_commit, provenance_table  # noqa: E402
+from miiii.report import provenance, provenance_table  # noqa: E402
 from miiii.rundir import load_run  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
@@ -414,14 +414,12 @@ def seeds_md(jax_runs: dict, torch_runs: dict, smoke: bool, provenance: dict | N
     return "\n".join(lines + ["", "Figure: `seeds_addition.png` (held-out exact match per epoch, every seed).", ""])
 
 
-def seed_provenance(out: Path, jax_runs: dict, torch_runs: dict) -> dict:
+def seed_provenance(out: Path, jax_runs: dict, torch_meta: dict) -> dict:
     """The code, machine and numerics behind seeds.md (the JAX runs' summaries; the PyTorch side's own record)."""
     s = load_run(out / "runs" / "addition").summary
     torch_side = {name: f"torch {t.get('torch', '?')}, {t.get('threads', '?')} thread(s)" for name, t in
-                  ((n, json.loads((out / f"torch_book_{n}.json").read_text())) for n in torch_runs)}
-    return {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "device": f"{s.get('device', '?')} ({s.get('backend', '?')})", "jax": s.get("jax_version", "?"),
-            "precision": s.get("precision", "?"),
+                  torch_meta.items()}
+    return provenance(s, s.get("precision", "?")) | {
             "seeds": "; ".join(f"{n}: {', '.join(str(r['seed']) for r in rs)}" for n, rs in jax_runs.items()),
             "JAX training wall time": "; ".join(f"{n}: {sum(r['wall_s'] for r in rs) / 60:.1f} min" for n, rs in
                                                 jax_runs.items()),
@@ -430,7 +428,7 @@ def seed_provenance(out: Path, jax_runs: dict, torch_runs: dict) -> dict:
 
 def seed_study(out: Path, n: int, smoke: bool, with_torch: bool) -> str:
     jax_runs = seed_runs(out, n, smoke)
-    torch_runs = {}
+    torch_runs, torch_meta = {}, {}
     for name in ("addition", "reversal"):
         f = out / f"torch_book_{name}.json"
         if with_torch and not f.is_file():
@@ -439,11 +437,11 @@ def seed_study(out: Path, n: int, smoke: bool, with_torch: bool) -> str:
             torch_book.main(["--task", name, "--seeds", str(n), "--out", str(out)] +
                             (["--epochs", "3"] if smoke else []))
         if f.is_file():
-            data = json.loads(f.read_text())
+            data = torch_meta[name] = json.loads(f.read_text())
             torch_runs[name] = [r | {"loss_floor": data["loss_floor"]} for r in data["runs"][:n]]
     fig_seed_curves(jax_runs, torch_runs, out)
     (out / "seeds.json").write_text(json.dumps(to_jsonable(dict(jax=jax_runs, torch=torch_runs)), indent=1))
-    text = seeds_md(jax_runs, torch_runs, smoke, seed_provenance(out, jax_runs, torch_runs))
+    text = seeds_md(jax_runs, torch_runs, smoke, seed_provenance(out, jax_runs, torch_meta))
     (out / "seeds.md").write_text(text)
     return text
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
-from miiii.report import git_commit, write_results
+from miiii.report import provenance, write_results
 from miiii.rundir import load_run
 from miiii.runner import resume_run, train_run
 from miiii.sweep import run_sweep
@@ -141,17 +141,15 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: i
     return runs
 
 
-def provenance(runs: dict, args) -> dict:
+def paper_provenance(runs: dict, args) -> dict:
     """What a reader needs to trust or redo results.md: the code, the machine, the numerics, the seeds."""
     s = next(iter(runs.values()))[0].summary
     seeds = sorted({r.config.train.seed for rs in runs.values() for r in rs})
-    return {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "device": f"{s.get('device', '?')} ({s.get('backend', '?')})", "jax": s.get("jax_version", "?"),
-            "precision": ", ".join(sorted({r.summary.get("precision", r.config.train.precision)
-                                           for rs in runs.values() for r in rs})),
-            "seeds": f"{len(seeds)} per role: {', '.join(map(str, seeds))}",
-            "variant": VARIANTS[args.variant],
-            "command": "python experiments/paper.py " + " ".join(args.argv)}
+    precision = ", ".join(sorted({r.summary.get("precision", r.config.train.precision) for rs in runs.values()
+                                  for r in rs}))
+    return provenance(s, precision) | {"seeds": f"{len(seeds)} per role: {', '.join(map(str, seeds))}",
+                                       "variant": VARIANTS[args.variant],
+                                       "command": "python experiments/paper.py " + " ".join(args.argv)}
 
 
 def main(argv=None) -> int:
@@ -189,7 +187,7 @@ def main(argv=None) -> int:
     run_s = sum(r.summary.get("wall_s", 0.0) for r in first.values())
     notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Figures are drawn from each role's "
              f"first (recorded) seed: {len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`.")
-    prov = provenance(runs, args) | {
+    prov = paper_provenance(runs, args) | {
         "wall time": f"{wall / 60:.1f} min ({t_train / 60:.1f} min training{', reused runs' if args.reuse else ''}, "
                      f"{(wall - t_train) / 60:.1f} min figures and report); the recorded runs' own training loops "
                      f"took {run_s / 60:.1f} min",

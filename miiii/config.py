@@ -31,6 +31,11 @@ def is_prime(n: int) -> bool:
     return n >= 2 and all(n % r for r in range(2, math.isqrt(n) + 1))
 
 
+def digit_positions(digit_order: str) -> tuple[int, int]:
+    """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p, in a grid task's tokens."""
+    return (1, 0) if digit_order == "high" else (0, 1)
+
+
 def sequence_length(name: str, n_digits: int) -> int:
     """Input tokens of a sequence task, which are also its target positions: `a+b=` and the sum ones-first on
     n + 1 digits (3n + 3), or the digits, `=` and the digits reversed (2n + 1); the closing <EOS> is only a target."""
@@ -62,8 +67,7 @@ class TaskConfig:
 
     @property
     def digit_positions(self) -> tuple[int, int]:
-        """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p (grid tasks)."""
-        return (1, 0) if self.digit_order == "high" else (0, 1)
+        return digit_positions(self.digit_order)
 
     @property
     def is_sequence(self) -> bool:

@@ -32,7 +32,7 @@ from miiii.config import ConfigError, RunConfig
 from miiii.files import RunError, free_bytes, io_fault
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, rows_before, write_acts_index
-from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal
+from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
 
 GiB = 1 << 30
 
@@ -81,18 +81,6 @@ def npy_nbytes(shape: tuple[int, ...], dtype) -> int:
 # ---------------------------------------------------------------- inputs
 
 
-def grid_xy(p: int, k: int, digit_order: str = "low") -> np.ndarray:
-    """The k x k corner of the grid, row i = (x0, x1) = (i % k, i // k), tokens [x0, x1, p] ([x1, x0, p] with
-    digit_order "high").
-
-    For k = p this is `tasks.grid_inputs(p, digit_order)`: row i holds the number n = x0 + x1 p (the order
-    `analysis.to_grid` expects).
-    """
-    x1, x0 = np.divmod(np.arange(k * k), k)
-    first, second = (x1, x0) if digit_order == "high" else (x0, x1)
-    return np.stack([first, second, np.full_like(x0, p)], axis=1).astype(np.int32)
-
-
 def probe_tokens(task: Task, text: str) -> np.ndarray:
     """`123+456` (addition) or `12345` (reversal) -> the model input X (n_ctx tokens), answer included.
 
@@ -128,7 +116,7 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
                               "use probes or valid:N")
         p = cfg.task.p
         k = p if not arg else _int_arg(r.inputs, arg, 1, p)
-        return grid_xy(p, k, cfg.task.digit_order), {"kind": "grid", "p": p, "size": k,
+        return grid_inputs(p, cfg.task.digit_order, k), {"kind": "grid", "p": p, "size": k,
                                                      "digit_order": cfg.task.digit_order,
                                "order": f"row i is (x0, x1) = (i % {k}, i // {k}); to_grid(a, {k}) -> [x0, x1]"}
     if kind == "probes" and not arg:

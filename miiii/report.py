@@ -14,6 +14,7 @@ missing), each a list of `Run`s in seed order (or one `Run`); the first of a rol
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -559,6 +560,14 @@ def git_commit() -> str:
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
+
+
+def provenance(summary: dict, precision: str) -> dict:
+    """The first rows of every bundle's provenance table: the code (a clean commit or '-dirty'), when, the machine
+    and the numerics, read from a run's summary.json."""
+    return {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "device": f"{summary.get('device', '?')} ({summary.get('backend', '?')})",
+            "jax": summary.get("jax_version", "?"), "precision": precision}
 
 
 def provenance_table(provenance: dict) -> list[str]:

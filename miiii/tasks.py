@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from miiii.config import TASKS, ConfigError, TaskConfig, is_prime, sequence_length
+from miiii.config import TASKS, ConfigError, TaskConfig, digit_positions, is_prime, sequence_length
 
 # Book vocabulary: digits 0-9, then these four.
 PLUS, EQUALS, EOS, PAD = 10, 11, 12, 13
@@ -110,13 +110,15 @@ def primes_below(p: int) -> np.ndarray:
 # ---------------------------------------------------------------- nanda and miiii
 
 
-def grid_inputs(p: int, digit_order: str = "low") -> np.ndarray:
-    """All p^2 inputs in (x1-major, x0-minor) order, so row i holds the number n = i: tokens [x0, x1, p], or
-    [x1, x0, p] with digit_order "high" (the original code's order)."""
-    n = np.arange(p * p)
-    x0, x1 = n % p, n // p
-    first, second = (x1, x0) if digit_order == "high" else (x0, x1)
-    return np.stack([first, second, np.full_like(n, p)], axis=1).astype(np.int32)
+def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np.ndarray:
+    """The inputs of the size x size corner of the grid (default: all p^2) in (x1-major, x0-minor) order, row i =
+    (x0, x1) = (i % size, i // size), so for the whole grid row i holds the number n = i (the order
+    `analysis.to_grid` expects). Tokens [x0, x1, p], or [x1, x0, p] with digit_order "high" (the original's)."""
+    k = size or p
+    x1, x0 = np.divmod(np.arange(k * k), k)
+    x = np.full((k * k, 3), p, np.int32)
+    x[:, list(digit_positions(digit_order))] = np.stack([x0, x1], axis=1)
+    return x
 
 
 def grid_labels(name: str, p: int) -> tuple[np.ndarray, np.ndarray]:
