@@ -5,6 +5,9 @@
     run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
                             (written and read by rundir.py)
 
+With `ckpt.keep_log = K` the steps `log_steps(steps, K)` are checkpointed too (the runner ends a chunk at each)
+and kept for good beside the newest `keep`: `Run.params_at(step)` restores them exactly.
+
 orbax verifies nothing (a flipped byte in a saved checkpoint restores silently), so a step counts as
 good only when it restores and its arrays hash to the checksum written after its save completed. The
 minibatch order and dropout are pure functions of (key, step), so this state is all a resume needs.
@@ -48,16 +51,46 @@ def checksum(host: TrainState) -> str:
     return h.hexdigest()
 
 
-class Checkpoints:
-    """Save every N steps and at the end, keep the newest `keep`, restore the newest good one."""
+def log_steps(steps: int, k: int) -> tuple[int, ...]:
+    """Step 0 and about `k` steps in 1 .. steps spread log-uniformly (rounded, distinct); () when k = 0."""
+    if k <= 0:
+        return ()
+    return (0, *sorted({int(s) for s in np.round(np.geomspace(1, steps, k))}))
 
-    def __init__(self, run_dir: Path, keep: int, cfg: RunConfig | None = None):
-        """`cfg`: the run's config, copied into ckpt.json at each save (None: the stored copy stays)."""
+
+def state_nbytes(template: TrainState) -> int:
+    """Bytes of one checkpoint's arrays (orbax adds a little metadata)."""
+    host = template._replace(key=jax.eval_shape(jax.random.key_data, template.key))  # saved as its uint32 data
+    return sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in jax.tree.leaves(host))
+
+
+def describe(cfg: RunConfig, template: TrainState) -> str:
+    one, kept = state_nbytes(template), log_steps(cfg.train.steps, cfg.ckpt.keep_log)
+    total = one * (cfg.ckpt.keep + len(kept))
+    extra = f" + {len(kept)} log-spaced steps kept for good (ckpt.keep_log = {cfg.ckpt.keep_log})" if kept else ""
+    return (f"checkpoints: {one:,} bytes each; the newest {cfg.ckpt.keep}{extra}: up to {total:,} bytes "
+            f"({total / (1 << 30):.3f} GiB) in ckpt/")
+
+
+class Checkpoints:
+    """Save every N steps and at the end, keep the newest `keep` (and the log-spaced ones), restore the newest
+    good one."""
+
+    def __init__(self, run_dir: Path, keep: int, cfg: RunConfig | None = None, read_only: bool = False):
+        """`cfg`: the run's config, copied into ckpt.json at each save (None: the stored copy stays), and the
+        source of the log-spaced steps kept for good (`ckpt.keep_log`)."""
         self.run_dir, self.cfg = Path(run_dir), cfg
         self.dir = self.run_dir / CKPT
+        self.kept_for_good = log_steps(cfg.train.steps, cfg.ckpt.keep_log) if cfg else ()
+        keeping = dict(max_to_keep=keep)
+        if self.kept_for_good:
+            policies = ocp.checkpoint_managers
+            keeping = dict(preservation_policy=policies.AnyPreservationPolicy(
+                [policies.LatestN(n=keep), policies.CustomSteps(steps=list(self.kept_for_good))]))
         self.mgr = ocp.CheckpointManager(
             self.dir.absolute(),
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False),
+            options=ocp.CheckpointManagerOptions(**keeping, create=not read_only, read_only=read_only,
+                                                 enable_async_checkpointing=False),
         )
 
     def checksums(self) -> dict[str, str]:
@@ -89,6 +122,16 @@ class Checkpoints:
     def _args(template: TrainState):
         key = jax.eval_shape(jax.random.key_data, template.key)
         return ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, template._replace(key=key)))
+
+    def restore_verified(self, step: int, template: TrainState) -> TrainState:
+        """Checkpoint `step`, refused (ValueError) unless its arrays match the checksum written at its save."""
+        sums = self.checksums()
+        if str(step) not in sums:
+            raise ValueError(f"checkpoint {step} has no checksum in {self.run_dir / 'ckpt.json'}")
+        host = TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template))))
+        if checksum(host) != sums[str(step)]:
+            raise ValueError(f"checkpoint {step} in {self.dir} is damaged (checksum mismatch)")
+        return from_host(host)
 
     def restore_good(self, template: TrainState, at_most: int | None = None) -> tuple[TrainState | None, list[str]]:
         """Newest step whose arrays restore and match their checksum; the reasons others were skipped."""

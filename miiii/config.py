@@ -159,6 +159,9 @@ class RecordConfig:
 class CheckpointConfig:
     every: int = 1000  # a checkpoint at the first chunk end at or after each multiple of this step count
     keep: int = 3  # newest checkpoints kept (older ones are deleted); >= 2 so a damaged one has a fallback
+    # about this many more kept for good at log-spaced steps (checkpoint.log_steps: step 0, then 1 ... steps spread
+    # log-uniformly), so `run.params_at(step)` is exact before, during and after grokking; 0 = off
+    keep_log: int = 0
 
 
 @dataclass(frozen=True)
@@ -400,3 +403,5 @@ def validate_record(cfg: RunConfig) -> None:
         raise ConfigError(f"record.neurons must be distinct non-negative indices, got {list(r.neurons)[:8]}")
     if c.every < 1 or c.keep < 2:
         raise ConfigError(f"ckpt.every = {c.every} must be >= 1 and ckpt.keep = {c.keep} >= 2")
+    if not 0 <= c.keep_log <= 1000:
+        raise ConfigError(f"ckpt.keep_log = {c.keep_log} must lie in [0, 1000]")

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 
 from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError, is_prime  # noqa: E402
+from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.rundir import Run, load_run  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -252,13 +253,13 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
 
 
 def grid_acts(run: Run) -> dict[str, np.ndarray]:
-    """Run the final model on all p^2 inputs: activations keyed by TransformerLens names, inputs first."""
-    from miiii.tasks import grid_inputs, make_task
-    from miiii.train import make_trainer
+    """The final model on all p^2 inputs (grid order): the MLP neurons, attention patterns and logits at every
+    position, by TransformerLens names (run.model, hooks.py)."""
+    import jax
 
-    t = run.config.task
-    _, acts = make_trainer(run.config, make_task(t)).apply(run.params, grid_inputs(t.p, t.digit_order))
-    return {k: np.asarray(v) for k, v in acts.items()}
+    names = (NEURONS, "blocks.0.attn.hook_pattern", "logits")
+    _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"), names)
+    return {k: np.asarray(v) for k, v in cache.items()}
 
 
 def top_neurons(neurons: np.ndarray, n: int) -> np.ndarray:
@@ -403,11 +404,29 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
 
 def train_idx(run: Run) -> np.ndarray:
     """Grid indices n = x0 + x1*p of the run's training samples."""
-    from miiii.tasks import make_task
-
-    x = make_task(run.config.task).train.x
+    x = run.inputs("train")
     i0, i1 = run.config.task.digit_positions
     return (x[:, i0] + x[:, i1] * run.config.task.p).astype(np.int64)
+
+
+# ---------------------------------------------------------------- interventions (new: not in the paper)
+
+
+def fig_frequency_ablation(run: Run, ablation: dict, out: Path) -> list[Path]:
+    """Each task's loss increase when frequency k of either digit is removed from the MLP neurons over the grid
+    (interventions.frequency_ablation): which frequencies each task depends on."""
+    d = np.maximum(ablation["loss"] - ablation["base"][None], 0).T  # (tasks, k)
+    n_tasks = d.shape[0]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.16 * d.shape[1] + 2), max(2.2, 0.22 * n_tasks + 1.2)))
+    im = ax.imshow(d, aspect="auto", interpolation="nearest", cmap="magma",
+                   extent=(ablation["k"][0] - 0.5, ablation["k"][-1] + 0.5, n_tasks - 0.5, -0.5))
+    ax.set_yticks(range(n_tasks), ablation["tasks"], fontsize=6 if n_tasks > 12 else 8)
+    ax.set_xlabel("frequency k removed (every component with ±k in x0 or x1)")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_title(f"{label(run)}: loss increase over the grid when frequency k leaves the MLP neurons", fontsize=8)
+    fig.colorbar(im, ax=ax, label="Δ loss (nats)", fraction=0.04, pad=0.02)
+    fig.tight_layout()
+    return save_figure(fig, out, f"fig_freq_ablation_{label(run)}")
 
 
 # ---------------------------------------------------------------- everything
@@ -442,6 +461,7 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
         paths += fig_singular_vectors(run, out) + fig_embed_fft(run, out)
         paths += fig_neurons(run, acts, out, n=1) + fig_neurons(run, acts, out, n=3)
         paths += over_training(run, acts, out)
+        paths += fig_frequency_ablation(run, frequency_ablation(run), out)
     if grid_runs:
         paths += fig_positional(grid_runs, out) + fig_singular_values(grid_runs, out)
         paths += fig_attention(with_acts, out)

@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
+import jax
 import numpy as np
 
 from miiii import analysis as A
@@ -186,9 +187,9 @@ def embed_gini(run: Run) -> float:
 
 def attention_to_digits(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """(n_heads,) twice: mean attention from the output position to x0 and to x1 over the grid (final params)."""
-    from miiii.plots import grid_acts
-
-    pat = grid_acts(run)["blocks.0.attn.hook_pattern"][:, :, -1]  # (p^2, heads, keys)
+    names = ("blocks.0.attn.hook_pattern",)
+    _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"), names)
+    pat = np.asarray(cache[names[0]])[:, :, -1]  # (p^2, heads, keys)
     i0, i1 = run.config.task.digit_positions
     return pat[..., i0].mean(0), pat[..., i1].mean(0)
 
@@ -517,6 +518,51 @@ def svd_section(runs: dict[str, list[Run]]) -> list[str]:
     return lines + [""]
 
 
+NEEDS = 0.1  # nats: a task "needs" frequency k when removing it raises the task's loss by more than this
+
+
+def needed_frequencies(ablation: dict, slot: int, min_rise: float = NEEDS) -> list[tuple[int, float]]:
+    """(k, loss rise) of the frequencies whose removal raises task `slot`'s loss by more than `min_rise`, most
+    harmful first."""
+    rise = ablation["loss"][:, slot] - ablation["base"][slot]
+    order = np.argsort(-rise)
+    return [(int(ablation["k"][i]), float(rise[i])) for i in order if rise[i] > min_rise]
+
+
+def frequency_section(runs: dict[str, list[Run]]) -> list[str]:
+    """Which frequencies each task needs: a frequency-ablation study of the recorded nanda and miiii runs."""
+    from miiii.interventions import frequency_ablation
+
+    roles = [r for r in ("nanda", "miiii") if r in runs]
+    if not roles:
+        return []
+    lines = ["## Which frequencies each task needs (frequency ablation; not in the paper)", "",
+             "The recorded run's final model on all p² inputs, with frequency k of either digit (every 2-D Fourier "
+             "component with ±k in x0 or x1) removed from the MLP neurons (`miiii.interventions`: "
+             "`remove_grid_frequencies` through `run_with_hooks`), for k = 1 … p // 2. *Needs*: the frequencies "
+             f"whose removal raises that task's loss over the grid by more than {NEEDS} nats, most harmful first "
+             "(rise in nats). Figure `fig_freq_ablation_*`.", "",
+             "| run | task | grokked at | loss over the grid | needs k (rise) |", "| --- | --- | --- | --- | --- |"]
+    for role in roles:
+        run = runs[role][0]
+        ab = frequency_ablation(run)
+        grok = run.summary.get("grok_step", {})
+        for slot, name in enumerate(ab["tasks"]):
+            need = needed_frequencies(ab, slot)
+            shown = ", ".join(f"{k} ({r:.2f})" for k, r in need[:6]) + (f", … {len(need)} in all" if len(need) > 6
+                                                                          else "")
+            lines.append(f"| {role} | {name} | {_fmt(grok.get(name))} | {ab['base'][slot]:.3f} | {shown or '–'} |")
+        if role == "nanda":
+            names = ("blocks.0.mlp.hook_post",)
+            _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"),
+                                                                                 names)
+            grid = A.to_grid(np.asarray(cache[names[0]])[:, -1], run.config.task.p)
+            _, key = A.neuron_key_freqs(A.neuron_freq_fractions(grid))
+            lines.append(f"| nanda | (cross-check) | | | the neurons' key frequencies (Nanda et al.'s clusters, "
+                         f"≥ 85 % of a neuron's variance): {', '.join(map(str, key)) or '–'} |")
+    return lines + [""]
+
+
 def results_markdown(runs: dict, title: str, notes: str = "", provenance: dict | None = None) -> str:
     runs = as_seeds(runs)
     rows = claims(runs)
@@ -535,7 +581,7 @@ def results_markdown(runs: dict, title: str, notes: str = "", provenance: dict |
         lines.append(f"| {i} | “{_cell(r['claim'])}” | {_cell(r['source'])} | {_cell(r['paper'])} | "
                      f"{_cell(r['rule'])} | {_cell(r['measured'])} | {_cell(_numbers(r))} | "
                      f"{r['holds_in']}/{r['seeds']} | {verdict} |")
-    lines += [""] + table3_section(runs) + svd_section(runs)
+    lines += [""] + table3_section(runs) + svd_section(runs) + frequency_section(runs)
     lines += ["## Runs", "", "| role | seeds | run directories | task | p | d_model | λ | steps | init, EMA start, "
               "first token | precision | wall s (first) | grokked per seed |", "|" + " --- |" * 12]
     for role, rs in runs.items():

@@ -19,12 +19,15 @@ params); `load_run` reads either back. A damaged or edited file is a ConfigError
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
@@ -247,6 +250,77 @@ class Run:
         """Step of each row of `acts[name]` (parameters may be recorded at another rate than activations)."""
         meta = self.acts_index["arrays"][name]
         return np.arange(len(self.acts[name])) * meta.get("every", 1)
+
+    # ------------------------------------------------------------ the run as something to work with
+
+    @functools.cached_property
+    def task(self):
+        """The run's task, rebuilt from its config (the same split and labels: they are functions of it)."""
+        from miiii.tasks import make_task
+
+        return make_task(self.config.task)
+
+    @functools.cached_property
+    def model(self):
+        """The run's model as a `hooks.HookedModel`: `run.model.run_with_cache(params, tokens, names)` and
+        `run.model.run_with_hooks(params, tokens, hooks)`, pure and jittable."""
+        from miiii.hooks import HookedModel
+
+        return HookedModel.of(self.config, self.task)
+
+    def inputs(self, split: str = "valid") -> np.ndarray:
+        """Tokens (N, n_ctx) of a split: train | valid | test, or grid (nanda/miiii: all p^2 inputs, row n = x0 +
+        x1 p, the order of `analysis.to_grid` and `interventions.remove_grid_frequencies`)."""
+        return self._split(split)[0]
+
+    def labels(self, split: str = "valid") -> np.ndarray:
+        """Targets (N, n_slots) of a split, the task's own (miiii-basis: the shuffled ones)."""
+        return self._split(split)[1]
+
+    def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        t = self.task
+        parts = {"train": t.train, "valid": t.valid, "test": t.test}
+        if split in parts and parts[split] is not None:
+            return parts[split].x, parts[split].y
+        if split == "grid" and not self.config.task.is_sequence:
+            x = np.concatenate([s.x for s in parts.values() if s is not None])
+            y = np.concatenate([s.y for s in parts.values() if s is not None])
+            i0, i1 = self.config.task.digit_positions
+            order = np.argsort(x[:, i0] + x[:, i1] * self.config.task.p)
+            return x[order], y[order]
+        have = [k for k, v in parts.items() if v is not None] + ([] if self.config.task.is_sequence else ["grid"])
+        raise ConfigError(f"split '{split}': this run has {', '.join(have)}")
+
+    @property
+    def kept_steps(self) -> list[int]:
+        """Steps whose train state is checkpointed (each verified against its checksum when restored)."""
+        sums = read_ckpt_meta(self.path, strict=False).get("checksums", {})
+        d = self.path / CKPT
+        return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and p.name in sums) if d.is_dir() else []
+
+    def params_at(self, step: int) -> dict:
+        """The parameters after `step` updates, restored from that step's checkpoint and verified. A step not kept
+        gives the nearest kept step before it, with a warning that names it (ckpt.keep_log keeps log-spaced steps;
+        `kept_steps` lists them)."""
+        from miiii.checkpoint import Checkpoints
+        from miiii.train import make_trainer
+
+        kept = self.kept_steps
+        if not kept:
+            raise ConfigError(f"{self.path} has no checkpoints to take parameters from")
+        before = [s for s in kept if s <= step]
+        use = before[-1] if before else kept[0]
+        if use != step:
+            warnings.warn(f"params_at({step}): step {step} was not kept; returning step {use}, the nearest kept step "
+                          f"{'before' if before else 'after'} it (kept: {kept})", stacklevel=2)
+        template = jax.eval_shape(make_trainer(self.config, self.task).init, self.config.train.seed)
+        ckpts = Checkpoints(self.path, self.config.ckpt.keep, read_only=True)
+        try:
+            return jax.device_get(ckpts.restore_verified(use, template).params)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        finally:
+            ckpts.close()
 
 
 def load_run(run_dir: str | Path) -> Run:

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.checkpoint import Checkpoints
+from miiii.checkpoint import describe as describe_checkpoints
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.files import RunError
 from miiii.model import abstract_params, build_model, count_params
@@ -113,6 +114,7 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     trainer, rec = build(cfg, task)
     check_budget(rec, run_dir, record_budget)
     _say(describe(rec))
+    _say(describe_checkpoints(cfg, jax.eval_shape(trainer.init, cfg.train.seed)))
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         write_config(run_dir, cfg)
@@ -173,6 +175,15 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         return session.run(state, progress, on_chunk, resumed_from=s)
 
 
+def snap_steps(done: int, n: int, kept: tuple[int, ...]) -> np.ndarray | None:
+    """The steps kept for good (ckpt.keep_log) inside the chunk [done, done + n), whose states the chunk returns,
+    padded with -1 to a power of two (a run compiles a few chunk shapes, not one per chunk); None if none."""
+    inside = [k for k in kept if done < k < done + n]
+    if not inside:
+        return None
+    return np.array(inside + [-1] * ((1 << (len(inside) - 1).bit_length()) - len(inside)), np.int32)
+
+
 def init_state(trainer, seed: int):
     """`trainer.init` compiled as one program (run eagerly it compiles dozens of small ops: seconds on a CPU)."""
     return jax.jit(trainer.init, static_argnums=0)(seed)
@@ -213,6 +224,17 @@ class Session:
         self.ckpts.save(state)
         self.last_ckpt = step
 
+    def save_snaps(self, end_state, snaps, snap_at) -> int:
+        """Checkpoint the states a chunk captured at steps kept for good (older than its end, whose checkpoint
+        follows at once, so a resume starts from the chunk's end as an uninterrupted run would)."""
+        if snaps is None:
+            return 0
+        params, opt_state, step = snaps
+        for i in np.nonzero(snap_at >= 0)[0]:
+            pick = lambda tree, i=i: jax.tree.map(lambda a: a[i], tree)  # noqa: E731
+            self.ckpts.save(end_state._replace(params=pick(params), opt_state=pick(opt_state), step=step[i]))
+        return int((snap_at >= 0).sum())
+
     def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
         with self.recorder:
             try:
@@ -237,7 +259,8 @@ class Session:
             while done < steps:
                 n = min(cfg.train.chunk, steps - done)
                 t0 = time.perf_counter()
-                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n))
+                snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
+                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
                 metrics = jax.device_get(metrics)
                 if compile_s is None:
                     compile_s = time.perf_counter() - t0
@@ -256,8 +279,10 @@ class Session:
                 rec_s += time.perf_counter() - t1
                 newest = last_evaluated(metrics["valid_acc"])
                 last_valid = last_valid if np.isnan(newest).all() else newest
+                snaps = self.save_snaps(state, metrics.get("snaps"), snap_at)
                 done += n
-                if stop.requested or done == steps or done // every > (done - n) // every:
+                if (stop.requested or done == steps or done // every > (done - n) // every
+                        or done in self.ckpts.kept_for_good or snaps):
                     self.checkpoint(state, finished=done == steps)
                 bar.update(n)
                 post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}

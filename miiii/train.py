@@ -193,17 +193,19 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), metrics
 
-    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None):
+    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None, snap_at=None):
         """Metrics at index i describe the parameters *before* update state.step + i.
 
         `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
         (static; the default assumes the chunk starts at a multiple of every `every`).
+        `snap_at`: (m,) int32 steps (-1 = none) whose whole state (params, opt_state, step; the key never
+        changes) is returned in metrics["snaps"], stacked, for the checkpoints kept at log-spaced steps.
         """
         order = jnp.zeros((0,), jnp.int32)
         if batch:  # the running epoch's order; a chunk that starts an epoch leaves it to the step's cond (one sort)
             order = jax.lax.cond(state.step % per_epoch == 0, lambda: jnp.zeros((n_train,), jnp.int32),
                                  lambda: epoch_order(state.key, state.step // per_epoch, n_train))
-        if not record_groups:
+        if not record_groups and snap_at is None:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
             return state, metrics
         counts = counts or tuple(rows_before(n_steps, every) for every, _ in record_groups)
@@ -225,18 +227,33 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
                 out.append(jax.lax.cond(t % every == 0, write, lambda b: b, buf))
             return tuple(out)
 
+        def snap_into(snaps, st):
+            hit = snap_at == st.step
+            row = jnp.argmax(hit)
+            keep = (st.params, st.opt_state, st.step)
+            return jax.lax.cond(hit.any(), lambda b: jax.tree.map(lambda bb, v: bb.at[row].set(v), b, keep),
+                                lambda b: b, snaps)
+
         def body(carry, _):
-            st, order, bufs = carry
+            st, order, bufs, snaps = carry
             bufs = record_into(bufs, st)
+            if snap_at is not None:
+                snaps = snap_into(snaps, st)
             (st, order), metrics = step((st, order), data)
-            return (st, order, bufs), metrics
+            return (st, order, bufs, snaps), metrics
 
         bufs = tuple(
             jax.tree.map(lambda a, c=count: jnp.zeros((c, *a.shape), a.dtype),
                          jax.eval_shape(lambda p, d, fn=fn: fn(apply, p, d), state.params, data))
             for (_, fn), count in zip(record_groups, counts, strict=True)
         )
-        (state, _, bufs), metrics = jax.lax.scan(body, (state, order, bufs), None, length=n_steps)
+        snaps = () if snap_at is None else jax.tree.map(
+            lambda a: jnp.zeros((len(snap_at), *a.shape), a.dtype), (state.params, state.opt_state, state.step))
+        (state, _, bufs, snaps), metrics = jax.lax.scan(body, (state, order, bufs, snaps), None, length=n_steps)
+        if snap_at is not None:
+            metrics = metrics | {"snaps": snaps}
+        if not record_groups:
+            return state, metrics
         # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
         end = [fn(apply, state.params, data) for _, fn in record_groups]
         return state, metrics | {"record": list(bufs), "record_end": end}

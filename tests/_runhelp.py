@@ -105,3 +105,16 @@ def wait_for_checkpoint(run_dir: Path, proc: subprocess.Popen, at_least: int, ti
             return max(steps)
         time.sleep(0.01)
     raise AssertionError("no checkpoint appeared in time")
+
+
+@functools.cache
+def finished_run(preset: str, *sets: str):
+    """`preset` (with `--set` overrides) trained to the end once per test process, loaded (`load_run`): the runs
+    the extension tests (hooks, interventions, params_at, the README's example) work on."""
+    from miiii.rundir import load_run
+    from miiii.runner import train_run
+
+    d = Path(tempfile.mkdtemp(prefix=f"miiii-{preset}-"))
+    atexit.register(shutil.rmtree, d, True)
+    train_run(apply_overrides(get_preset(preset), list(sets)), d / "run", progress=False)
+    return load_run(d / "run")
