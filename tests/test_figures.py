@@ -57,7 +57,7 @@ def test_figures_command_writes_every_expected_file(drawn):
     for run in ("nanda", "miiii"):
         stems += [f"fig04_neuron_{run}", f"fig05_accuracy_{run}", f"fig06_loss_{run}",
                   f"fig09_singular_vectors_{run}", f"fig11_embed_fft_{run}", f"fig14_neurons_{run}",
-                  f"fig17_grad_norms_{run}"]
+                  f"fig17_grad_norms_{run}", f"fig_freq_ablation_{run}"]
     # both presets record neurons over the grid (fig. 16); Nanda's progress measures exist for nanda only
     stems += ["fig16_frequency_dominance_nanda", "fig16_frequency_dominance_miiii", "fig_progress_nanda"]
     for stem in stems:
@@ -87,6 +87,14 @@ def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
     keys = {r["key"] for r in rows}
     assert {"pos-nanda", "succession", "no-order", "svd", "basis", "table3-0", "table3-1"} <= keys
     assert "Table 3 by both definitions" in text and "| commit | 0000000000" in text
+    # the frequency ablation: one row per task of each grid run, its loss as frequency_ablation computes it
+    from miiii.interventions import frequency_ablation
+
+    section = text[text.index("## Which frequencies each task needs"):]
+    ab = frequency_ablation(loaded["miiii"])
+    for slot, name in enumerate(ab["tasks"]):
+        assert f"| miiii | {name} | " in section and f"| {ab['base'][slot]:.3f} |" in section
+    assert "the neurons' key frequencies" in section
     assert text.count("\n| ") >= len(rows) + len(loaded)
     # a claim needing a run that is missing is left out, not invented
     assert not keys & {"lambda-0", "grokfast-faster", "masked-first", "no-dropout"}

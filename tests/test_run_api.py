@@ -1,0 +1,122 @@
+"""A loaded run as something to work with: params_at(step) from the checkpoints kept at log-spaced steps equals what
+the training had (read back bit for bit from a float32 recording of every parameter), resumes stay bit-identical
+with them, inputs/labels by split, and the README's "Extending in JAX" example runs."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _runhelp import ROOT, finished_run
+
+from miiii.checkpoint import log_steps
+from miiii.config import ConfigError, apply_overrides
+from miiii.model import param_names
+from miiii.presets import get_preset
+from miiii.rundir import load_run
+from miiii.runner import resume_run, train_run
+from miiii.tasks import grid_labels
+
+KEEP = ["steps=300", "train.chunk=100", "ckpt.every=100", "ckpt.keep_log=6", "record.dtype=float32",
+        "record.acts=", "record.params_every=1"]
+
+
+def kept_cfg():
+    cfg = apply_overrides(get_preset("nanda-tiny"), KEEP)
+    names = ",".join(n.replace("/", ".") for n in ALL_PARAMS)
+    return apply_overrides(cfg, [f"record.params={names}"])
+
+
+ALL_PARAMS = ("W_E", "W_pos", "blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V", "blocks.0.attn.W_O",
+              "blocks.0.mlp.W_in", "blocks.0.mlp.b_in", "blocks.0.mlp.W_out", "blocks.0.mlp.b_out", "W_U")
+
+
+@pytest.fixture(scope="module")
+def kept_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kept") / "run"
+    train_run(kept_cfg(), d, progress=False)
+    return load_run(d)
+
+
+def _leaf(params, name):
+    for k in re.sub(r"blocks\.(\d+)", r"blocks_\1", name).split("."):
+        params = params[k]
+    return params
+
+
+def test_params_at_is_exact_at_every_log_spaced_step(kept_run):
+    """Every step of log_steps(300, 6) is kept (beside the newest 3), and params_at(s) equals, bit for bit, the
+    float32 recording of every parameter at step s (row s: the parameters after s updates), a path through the
+    training scan that shares nothing with the checkpoints."""
+    run = kept_run
+    assert sorted(param_names(run.params)) == sorted(ALL_PARAMS)
+    want = set(log_steps(300, 6)) | {100, 200, 300}
+    assert set(run.kept_steps) == want and {1, 3, 10, 31} <= want  # early steps inside the first chunk too
+    for s in run.kept_steps:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an exact step must not warn
+            p = run.params_at(s)
+        for name in ALL_PARAMS:
+            np.testing.assert_array_equal(_leaf(p, name), run.acts[name][s], err_msg=f"{name} at step {s}")
+    for name in ALL_PARAMS:  # the final parameters are the last kept step's
+        np.testing.assert_array_equal(_leaf(run.params_at(300), name), _leaf(run.params, name))
+
+
+def test_params_at_an_unkept_step_says_which_step_it_returned(kept_run):
+    with pytest.warns(UserWarning, match=r"step 150 was not kept; returning step 100"):
+        p = kept_run.params_at(150)
+    np.testing.assert_array_equal(p["W_E"], kept_run.acts["W_E"][100])
+
+
+def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp_path):
+    class Crash(Exception):
+        pass
+
+    def crash(step):
+        if step == 200:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train_run(kept_cfg(), tmp_path / "run", progress=False, on_chunk=crash)
+    resume_run(tmp_path / "run", progress=False)
+    again = load_run(tmp_path / "run")
+    assert again.kept_steps == kept_run.kept_steps
+    for key in ("loss", "train_acc", "valid_acc", "grad_norm"):
+        np.testing.assert_array_equal(again.metrics[key], kept_run.metrics[key], err_msg=key)
+    for name in ALL_PARAMS:
+        np.testing.assert_array_equal(again.acts[name], kept_run.acts[name], err_msg=name)
+        np.testing.assert_array_equal(_leaf(again.params_at(10), name), _leaf(kept_run.params_at(10), name))
+
+
+def test_inputs_and_labels_by_split(kept_run):
+    run = kept_run
+    p = run.config.task.p
+    x, y = run.inputs("grid"), run.labels("grid")
+    assert x.shape == (p * p, 3) and np.array_equal(x[:, 0] + x[:, 1] * p, np.arange(p * p))
+    np.testing.assert_array_equal(y, grid_labels("nanda", p)[0])
+    np.testing.assert_array_equal(run.inputs("train"), run.task.train.x)
+    np.testing.assert_array_equal(run.labels("valid"), run.task.valid.y)
+    with pytest.raises(ConfigError, match="split 'dev': this run has train, valid, test, grid"):
+        run.inputs("dev")
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Extending in JAX"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readme_example_runs(capsys):
+    """The README's example, run as written on a finished nanda-tiny run: it caches at two steps, ablates and prints
+    the two losses; ablating every neuron it names must raise the loss."""
+    run = finished_run("nanda-tiny")
+    code = readme_example()
+    assert '"runs/nanda"' in code
+    exec(compile(code.replace('"runs/nanda"', repr(str(run.path))), "README example", "exec"), {})
+    out = capsys.readouterr().out
+    before, after = (float(v) for v in re.search(r"loss ([-+\de.]+) -> ([-+\de.]+)", out).groups())
+    assert after > before
+    assert Path(run.path).is_dir()
