@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 
 from miiii.config import RunConfig
 from miiii.files import io_fault
-from miiii.rundir import CKPT, read_ckpt_meta, write_ckpt_meta
+from miiii.rundir import CKPT, log_steps, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO
@@ -49,13 +49,6 @@ def checksum(host: TrainState) -> str:
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
-
-
-def log_steps(steps: int, k: int) -> tuple[int, ...]:
-    """Step 0 and about `k` steps in 1 .. steps spread log-uniformly (rounded, distinct); () when k = 0."""
-    if k <= 0:
-        return ()
-    return (0, *sorted({int(s) for s in np.round(np.geomspace(1, steps, k))}))
 
 
 def state_nbytes(template: TrainState) -> int:

@@ -151,6 +151,9 @@ class RecordConfig:
     positions: str = "last"  # last | all (sequence positions of activations that have them)
     neurons: tuple[int, ...] = ()  # MLP neuron indices kept (empty = all)
     every: int = 1  # activations every k steps (steps 0, k, 2k, ... and the last step if a multiple of k)
+    # > 0: activations at step 0 and ~log steps spread log-uniformly over the run instead (rundir.log_steps: every
+    # step early on, sparser later, for curves read on a log step axis); replaces `every`
+    log: int = 0
     params_every: int = 1  # parameters every k steps
     dtype: str = "float16"  # on disk: float16 | float32
 
@@ -395,6 +398,8 @@ def validate_record(cfg: RunConfig) -> None:
         v = getattr(r, k)
         if v < 1:
             raise ConfigError(f"record.{k} = {v} must be >= 1")
+    if not 0 <= r.log <= 1_000_000:
+        raise ConfigError(f"record.log = {r.log} must lie in [0, 1000000]")
     if r.positions not in ("last", "all"):
         raise ConfigError(f"record.positions = '{r.positions}': choose last or all")
     if r.dtype not in ("float16", "float32"):

@@ -1,4 +1,4 @@
-"""Recording activations and parameters every k steps, streamed to `run_dir/acts/*.npy`.
+"""Recording activations and parameters every k steps (or at log-spaced steps), streamed to `run_dir/acts/*.npy`.
 
 A `Recording` is planned from the config before any file is written: it checks every name, fixes the
 inputs (the p x p grid, a crop of it, the book's probes, or validation samples) and the shape of every
@@ -10,7 +10,8 @@ writer thread, so host memory holds about one chunk and writing overlaps the nex
 
     acts/NAME.npy      (n_recorded, ...) one file per recorded name, axes in index.json
     acts/inputs.npy    (n_inputs, n_ctx) int32 tokens of the recorded inputs
-    acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count}, steps, inputs,
+    acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count, steps (record.log: the
+                       recorded steps; else null)}, steps, inputs,
                        complete_step (records for every step < complete_step are on disk), finished
 """
 
@@ -31,7 +32,7 @@ import numpy as np
 from miiii.config import ConfigError, RunConfig
 from miiii.files import RunError, free_bytes, io_fault
 from miiii.model import param_names
-from miiii.rundir import ACTS, ACTS_INPUTS, rows_before, write_acts_index
+from miiii.rundir import ACTS, ACTS_INPUTS, is_due, log_steps, rows_before, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
 
 GiB = 1 << 30
@@ -145,11 +146,12 @@ def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True)
 class RecordedArray:
-    """One file under acts/: an activation or a parameter, recorded every `every` steps."""
+    """One file under acts/: an activation or a parameter, recorded every `every` steps (or at the steps of a
+    log-spaced schedule: `every` is then their tuple)."""
 
     name: str
     kind: str  # act | param
-    every: int
+    every: int | tuple[int, ...]
     count: int  # recorded steps: 0, every, ..., up to and including the last step
     shape: tuple[int, ...]  # one record
     axes: tuple[str, ...]  # one record
@@ -173,7 +175,7 @@ class Recording:
     arrays: dict[str, RecordedArray]
     inputs: np.ndarray  # (n, n_ctx) int32
     inputs_meta: dict
-    groups: tuple  # ((every, names, kind), ...)
+    groups: tuple  # ((every or the tuple of recorded steps, names, kind), ...)
     steps: int  # train.steps
     select: dict = field(default_factory=dict)  # act name -> (pos_axis | None, neuron_axis | None)
     neurons: tuple[int, ...] = ()
@@ -185,11 +187,19 @@ class Recording:
         return sum(a.nbytes for a in self.arrays.values()) + npy_nbytes(self.inputs.shape, np.int32) * bool(self.arrays)
 
     def bytes_per_step(self) -> float:
-        return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize / a.every for a in self.arrays.values())
+        return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize * a.count / (self.steps + 1)
+                   for a in self.arrays.values())
+
+    def rows(self, start: int, n: int) -> tuple[int, ...]:
+        """Recorded steps of each group in the chunk [start, start + n)."""
+        return tuple(int(rows_before(start + n, every) - rows_before(start, every)) for every, _, _ in self.groups)
 
     def counts(self, start: int, n: int) -> tuple[int, ...]:
-        """Recorded steps of each group in the chunk [start, start + n) (a static argument of the chunk)."""
-        return tuple(rows_before(start + n, every) - rows_before(start, every) for every, _, _ in self.groups)
+        """The chunk's buffer rows per group (a static argument of the chunk): `rows`, rounded up to a power of two
+        for a log-spaced schedule, whose rows per chunk change all the time (a few shapes compile, not one per
+        chunk; the rows past `rows` stay unused)."""
+        return tuple(c if isinstance(every, int) or c == 0 else 1 << (c - 1).bit_length()
+                     for c, (every, _, _) in zip(self.rows(start, n), self.groups, strict=True))
 
     def record_groups(self) -> tuple:
         """`(every, fn)` pairs for `make_trainer`; fn(apply, params, data) reads the inputs from data["record_x"]."""
@@ -218,15 +228,19 @@ class Recording:
 
     def index(self, complete_step: int, finished: bool) -> dict:
         first = next((g for g in self.groups if g[2] == "act"), self.groups[0] if self.groups else None)
-        steps = list(range(0, self.steps + 1, first[0])) if first else []
+        steps = [] if not first else list(first[0]) if isinstance(first[0], tuple) else list(
+            range(0, self.steps + 1, first[0]))
+        log = lambda a: isinstance(a.every, tuple)  # noqa: E731
         return {
             "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
-                           "kind": a.kind, "every": a.every, "count": a.count} for n, a in self.arrays.items()},
+                           "kind": a.kind, "every": None if log(a) else a.every, "count": a.count,
+                           "steps": list(a.every) if log(a) else None} for n, a in self.arrays.items()},
             "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
             "inputs": {**self.inputs_meta, "file": ACTS_INPUTS, "shape": list(self.inputs.shape)},
             "positions": "last" if any(s[0] is not None for s in self.select.values()) else "all",
             "neurons": list(self.neurons), "complete_step": int(complete_step), "finished": bool(finished),
-            "note": "row j of an array is step j * every; steps >= complete_step are not written yet unless finished",
+            "note": "row j of an array is step j * every (or steps[j]); steps >= complete_step are not written yet "
+                    "unless finished",
         }
 
 
@@ -258,6 +272,7 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
     if r.neurons and max(r.neurons) >= mlp:
         raise ConfigError(f"record.neurons: index {max(r.neurons)} out of range; the MLP has {mlp} neurons "
                           f"(0..{mlp - 1})")
+    act_every = log_steps(cfg.train.steps, r.log) if r.log else r.every
     for n in r.acts:
         shape = tuple(acts[n].shape)
         axes = list(act_axes(n, len(shape), cfg.model.readout))
@@ -268,8 +283,8 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         if pos is not None:
             shape, axes = shape[:pos] + shape[pos + 1:], axes[:pos] + axes[pos + 1:]
         select[n] = (pos, neu)
-        arrays[n] = RecordedArray(n, "act", r.every, rows_before(cfg.train.steps + 1, r.every), shape, tuple(axes),
-                                  r.dtype)
+        arrays[n] = RecordedArray(n, "act", act_every, int(rows_before(cfg.train.steps + 1, act_every)), shape,
+                                  tuple(axes), r.dtype)
     for n in r.params:
         leaf = _get(params, param_path(n))
         last = n.rsplit(".", 1)[-1]
@@ -279,7 +294,7 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         arrays[n] = RecordedArray(n, "param", r.params_every, rows_before(cfg.train.steps + 1, r.params_every),
                                   tuple(leaf.shape), axes, r.dtype)
     groups = tuple((e, names, kind) for e, names, kind in
-                   ((r.every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)
+                   ((act_every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)
     return Recording(arrays, x if r.acts else np.zeros((0, task.n_ctx), np.int32), meta, groups, cfg.train.steps,
                      select, tuple(r.neurons), r.dtype)
 
@@ -412,10 +427,12 @@ class Recorder:
         waiting); the chunk that ends the run also gives the record of the state after its last update."""
         if not self.files:
             return
-        self._submit(start, metrics["record"])
+        rows = self.rec.rows(start, n)  # a log-spaced schedule's buffers are longer than its rows
+        self._submit(start, [{k: np.asarray(v)[:c] for k, v in rec.items()}
+                             for c, rec in zip(rows, metrics["record"], strict=True)])
         end = start + n
-        if end == self.rec.steps:  # for the groups whose every divides the last step
-            self._submit(end, [{k: np.asarray(v)[None][: int(end % every == 0)] for k, v in rec.items()}
+        if end == self.rec.steps:  # for the groups that record the last step
+            self._submit(end, [{k: np.asarray(v)[None][: int(is_due(end, every))] for k, v in rec.items()}
                                for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
 
     def commit(self, step: int, finished: bool) -> None:

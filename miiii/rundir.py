@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
@@ -38,10 +39,31 @@ CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "act
 METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
 
 
-def rows_before(step, every: int):
+def rows_before(step, every):
     """Rows of a quantity recorded every `every` steps (steps 0, every, 2 every, ...) that hold a step < `step`:
-    ceil(step / every). Also the row of the first recorded step >= `step`; `step` may be a traced integer."""
-    return -(-step // every)
+    ceil(step / every). Also the row of the first recorded step >= `step`; `step` may be a traced integer.
+    `every` may also be the tuple of the recorded steps themselves (a log-spaced schedule, `log_steps`)."""
+    if isinstance(every, (int, np.integer)):
+        return -(-step // every)
+    xp = np if isinstance(step, (int, np.integer)) else jnp
+    return xp.searchsorted(xp.asarray(every), step)
+
+
+def is_due(step, every):
+    """Whether `step` (an int or traced) is recorded under `every` (an int, or the tuple of recorded steps)."""
+    if isinstance(every, (int, np.integer)):
+        return step % every == 0
+    xp = np if isinstance(step, (int, np.integer)) else jnp
+    s = xp.asarray(every)
+    return s[xp.minimum(xp.searchsorted(s, step), len(every) - 1)] == step
+
+
+def log_steps(steps: int, k: int) -> tuple[int, ...]:
+    """Step 0 and about `k` steps in 1 .. steps spread log-uniformly (rounded, distinct: every step early on,
+    sparser later); () when k = 0. The schedule of `record.log` and of `ckpt.keep_log`."""
+    if k <= 0:
+        return ()
+    return (0, *sorted({int(s) for s in np.round(np.geomspace(1, steps, k))}))
 
 
 # ---------------------------------------------------------------- writing
@@ -249,6 +271,8 @@ class Run:
     def steps_of(self, name: str) -> np.ndarray:
         """Step of each row of `acts[name]` (parameters may be recorded at another rate than activations)."""
         meta = self.acts_index["arrays"][name]
+        if meta.get("steps") is not None:  # a log-spaced schedule (record.log)
+            return np.asarray(meta["steps"], np.int64)[: len(self.acts[name])]
         return np.arange(len(self.acts[name])) * meta.get("every", 1)
 
     # ------------------------------------------------------------ the run as something to work with
@@ -343,7 +367,8 @@ def load_run(run_dir: str | Path) -> Run:
                 raise ConfigError(f"{f} is damaged: shape {a.shape} {a.dtype}, index.json says {meta['shape']} "
                                   f"{meta['dtype']}")
             if done is not None and not finished:  # rows for steps < complete_step are on disk
-                a = a[: rows_before(done, meta.get("every", 1))]
+                every = tuple(meta["steps"]) if meta.get("steps") is not None else meta.get("every", 1)
+                a = a[: rows_before(done, every)]
             acts[name] = a
         steps = np.asarray(index.get("steps", []), np.int64)
         if done is not None and not finished:

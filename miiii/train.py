@@ -20,7 +20,7 @@ import optax
 from miiii.config import RunConfig
 from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
-from miiii.rundir import rows_before
+from miiii.rundir import is_due, rows_before
 from miiii.tasks import Task
 
 
@@ -219,12 +219,12 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
                 if count == 0:  # no step of this chunk is due (a chunk shorter than `every`)
                     out.append(buf)
                     continue
-                row = t // every - rows_before(t0, every)  # rows count from the chunk's first due step
+                row = rows_before(t, every) - rows_before(t0, every)  # rows count from the chunk's first due step
 
                 def write(b, every=every, fn=fn, row=row):
                     return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
 
-                out.append(jax.lax.cond(t % every == 0, write, lambda b: b, buf))
+                out.append(jax.lax.cond(is_due(t, every), write, lambda b: b, buf))
             return tuple(out)
 
         def snap_into(snaps, st):

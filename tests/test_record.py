@@ -146,3 +146,37 @@ def test_chunks_shorter_than_the_recording_interval(tmp_path):
     assert list(run.acts_steps) == [0, 10, 20]
     assert len(run.acts["W_E"]) == 11 and list(run.steps_of("W_E")) == list(range(0, 21, 2))
     np.testing.assert_array_equal(run.acts["W_E"][-1], run.params["W_E"])
+
+
+def test_log_spaced_recording_holds_the_every_step_rows_at_its_steps(small_run, tmp_path):
+    """record.log = 25 over 60 steps records step 0 and the distinct round(geomspace(1, 60, 25)) steps: every step
+    early, sparser later. Its rows are, bit for bit, the rows an every-step recording holds at those steps; a run
+    killed after a checkpoint resumes to the same files; the byte estimate stays exact."""
+    from miiii.rundir import log_steps
+    from miiii.runner import resume_run
+
+    dense = apply_overrides(get_preset("miiii-tiny"), [*SMALL, "record.every=1", "record.params_every=1"])
+    logged = apply_overrides(dense, ["record.log=25"])
+    train_run(dense, tmp_path / "dense", progress=False)
+
+    class Crash(Exception):
+        pass
+
+    def crash(step):
+        if step == 30:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train_run(logged, tmp_path / "log", progress=False, on_chunk=crash)
+    resume_run(tmp_path / "log", progress=False)
+    a, b = load_run(tmp_path / "dense"), load_run(tmp_path / "log")
+    steps = np.asarray(log_steps(60, 25))
+    assert steps[:10].tolist() == list(range(10)) and np.all(np.diff(steps[-4:]) > 1)  # dense early, sparse late
+    for name in ACTS.split(","):
+        np.testing.assert_array_equal(b.steps_of(name), steps)
+        np.testing.assert_array_equal(b.acts[name], a.acts[name][steps], err_msg=name)
+    np.testing.assert_array_equal(b.acts_steps, steps)
+    np.testing.assert_array_equal(b.acts["W_E"], a.acts["W_E"])  # parameters keep params_every
+    on_disk = sum(f.stat().st_size for f in (tmp_path / "log" / "acts").glob("*.npy"))
+    trainer_rec = build(logged, make_task(logged.task))[1]
+    assert on_disk == trainer_rec.nbytes

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, finished_run
 
-from miiii.checkpoint import log_steps
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import param_names
 from miiii.presets import get_preset
-from miiii.rundir import load_run
+from miiii.rundir import load_run, log_steps
 from miiii.runner import resume_run, train_run
 from miiii.tasks import grid_labels
 
