@@ -9,9 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
+
+COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
+CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HOME/miiii/jax) and loaded by later "
+              "runs: MIIII_COMPILE_CACHE=DIR puts the cache elsewhere, MIIII_COMPILE_CACHE=off switches it off.")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "
                         "config.json, metrics.npz, params.npz, summary.json, acts/ (the recording), "
-                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.")
+                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.", epilog=CACHE_NOTE)
     tr.add_argument("--preset", default=None, help=f"preset name (default {DEFAULT_PRESET}; "
                     "`python -m miiii presets` lists them)")
     tr.add_argument("--run-dir", type=Path, default=None,
@@ -45,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
                         description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
-                        "over all devices; writes a run directory per member, sweep.json and grok_steps.png.")
+                        "over all devices; writes a run directory per member, sweep.json and grok_steps.png.",
+                        epilog=CACHE_NOTE)
     sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
     sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
     sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
@@ -201,6 +207,8 @@ def main(argv=None) -> int:
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "book": cmd_book, "export-adder": cmd_export_adder}
+        if args.command in COMPILES:
+            setup_compile_cache()
         return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
