@@ -19,6 +19,13 @@ CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HO
               "runs: MIIII_COMPILE_CACHE=DIR puts the cache elsewhere, MIIII_COMPILE_CACHE=off switches it off.")
 
 
+def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
+    """--no-tensorboard, shared by train and sweep."""
+    ap.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                    help=f"do not write TensorBoard scalars to {what}/tb/ (written by default when the optional "
+                    "tensorboardX is installed: pip install -e '.[tensorboard]'); metrics.jsonl is written either way")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
         self.exit(2, f"error: {message}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
@@ -31,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "
                         "config.json, metrics.npz, params.npz, summary.json, acts/ (the recording), "
-                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.", epilog=CACHE_NOTE)
+                        "ckpt/ (checkpoints), and, after every chunk, metrics.jsonl (one JSON line per evaluated "
+                        "step: `tail -f RUN_DIR/metrics.jsonl`) and tb/ (TensorBoard). --resume RUN_DIR continues "
+                        "an interrupted run.", epilog=CACHE_NOTE)
     tr.add_argument("--preset", default=None, help=f"preset name (default {DEFAULT_PRESET}; "
                     "`python -m miiii presets` lists them)")
     tr.add_argument("--run-dir", type=Path, default=None,
@@ -47,11 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "--preset/--set/--steps/--seed, if given, must agree with it)")
     tr.add_argument("--record-budget", default="2GiB", metavar="BYTES",
                     help="refuse a recording larger than this (default 2GiB; e.g. 500MB, 8GiB, 123456789)")
+    add_ops_options(tr, "RUN_DIR")
 
     sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
                         description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
-                        "over all devices; writes a run directory per member, sweep.json and grok_steps.png.",
-                        epilog=CACHE_NOTE)
+                        "over all devices; writes a run directory per member (its metrics.jsonl and tb/ after every "
+                        "chunk), sweep.json and grok_steps.png.", epilog=CACHE_NOTE)
     sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
     sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
     sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
@@ -63,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change the base config like `train --set`")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ops_options(sw, "each member's directory")
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
@@ -145,13 +156,14 @@ def cmd_train(args) -> int:
         changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
         # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
         cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
-        summary = resume_run(args.resume, cfg, progress=not args.no_progress)
+        summary = resume_run(args.resume, cfg, progress=not args.no_progress, tensorboard=args.tensorboard)
         print_summary(summary, args.resume)
         return 0
     cfg = resolve_config(args)
     preset = args.preset or DEFAULT_PRESET
     run_dir = args.run_dir or Path("runs") / f"{preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget)
+    summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget,
+                        tensorboard=args.tensorboard)
     print_summary(summary, run_dir)
     return 0
 
@@ -164,7 +176,7 @@ def cmd_sweep(args) -> int:
     grid = parse_grid(args.grid)
     make_members(cfg, args.seeds, grid)  # validates every member before anything is written
     out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress)
+    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard)
     print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s), "
           f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)")
     for pt in res["points"]:

@@ -1,5 +1,8 @@
 """The host side of a run: chunks of jitted steps, a progress bar, and the run directory (its files: rundir.py).
 
+After every chunk its evaluated steps go to metrics.jsonl (and tb/), which a notebook or `tail -f` reads while
+the run goes on; metrics.npz is complete at checkpoints.
+
 Order at a checkpoint (so SIGKILL at any moment leaves a resumable directory): activations and metrics up
 to step s reach the disk, then acts/index.json says so, then the orbax save of step s commits, then its
 checksum is written; `--resume` trusts only steps with a matching checksum.
@@ -27,6 +30,7 @@ from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
     METRIC_KEYS,
+    MetricsLog,
     RunLock,
     check_new,
     check_unedited,
@@ -105,8 +109,10 @@ def _say(msg: str) -> None:
 
 
 def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record_budget: int = 2 * GiB,
-              on_chunk=None) -> dict:
-    """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk."""
+              on_chunk=None, tensorboard: bool = True) -> dict:
+    """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk (its
+    metrics.jsonl lines are on disk by then). `tensorboard`: TensorBoard scalars in run_dir/tb/ when tensorboardX
+    imports."""
     run_dir = Path(run_dir)
     check_new(run_dir)
     task = prepare(cfg)
@@ -116,14 +122,16 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         write_config(run_dir, cfg)
-        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True))
+        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True), tensorboard=tensorboard)
         state = init_state(trainer, cfg.train.seed)
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
         return session.run(state, progress, on_chunk)
 
 
-def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None) -> dict:
-    """Continue a run from its newest good checkpoint; metrics and activations are cut back to that step first.
+def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None,
+               tensorboard: bool = True) -> dict:
+    """Continue a run from its newest good checkpoint; metrics (metrics.npz, metrics.jsonl) and activations are
+    cut back to that step first. `on_chunk`, `tensorboard`: as `train_run`.
 
     Every check (config, lock, checkpoints, metrics, activation files) runs before anything is changed.
     """
@@ -165,7 +173,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
         ckpts.delete_after(s)
         remove_summary(run_dir)
-        session = Session(cfg, task, trainer, run_dir, recorder, ckpts)
+        session = Session(cfg, task, trainer, run_dir, recorder, ckpts, tensorboard=tensorboard)
         for key in METRIC_KEYS:
             session.hist[key][:s] = metrics[key][:s]
         session.save_metrics(s)
@@ -190,9 +198,10 @@ class Session:
     """The host loop of one process on one run directory: chunks, checkpoints, metrics, and the recorder it
     drives (started by the caller, stopped when the loop ends)."""
 
-    def __init__(self, cfg, task, trainer, run_dir, recorder: Recorder, ckpts=None):
+    def __init__(self, cfg, task, trainer, run_dir, recorder: Recorder, ckpts=None, tensorboard: bool = True):
         self.cfg, self.task, self.trainer = cfg, task, trainer
         self.run_dir, self.recorder = run_dir, recorder
+        self.tensorboard = tensorboard
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
@@ -214,10 +223,16 @@ class Session:
         self.last_ckpt = step
 
     def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
+        """Train from `state` to the last step; `hist` holds the steps before `state.step` (metrics.jsonl is
+        rewritten from them)."""
+        cfg = self.cfg
+        self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, int(state.step), cfg.train.eval_every,
+                              cfg.train.steps, self.tensorboard)
         with self.recorder:
             try:
                 return self._run(state, progress, on_chunk, resumed_from)
             finally:
+                self.log.close()
                 self.ckpts.close()
 
     def _run(self, state, progress, on_chunk, resumed_from) -> dict:
@@ -243,6 +258,7 @@ class Session:
                     compile_s = time.perf_counter() - t0
                 for key in METRIC_KEYS:
                     hist[key][done:done + n] = metrics[key]
+                self.log.append(done, done + n)
                 if not np.isfinite(metrics["loss"]).all():
                     bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
                     bar.close()

@@ -52,11 +52,12 @@ def reference_run() -> Path:
 
 
 def assert_same_run(a: Path, b: Path) -> None:
-    """metrics.npz arrays and every acts/*.npy file bit for bit, and the final parameters."""
+    """metrics.npz arrays, metrics.jsonl and every acts/*.npy file bit for bit, and the final parameters."""
     with np.load(a / "metrics.npz") as ma, np.load(b / "metrics.npz") as mb:
         assert ma.files == mb.files
         for k in ma.files:
             assert ma[k].tobytes() == mb[k].tobytes(), f"metrics.npz[{k}] differs"
+    assert (a / "metrics.jsonl").read_bytes() == (b / "metrics.jsonl").read_bytes(), "metrics.jsonl differs"
     fa = sorted(p.name for p in (a / "acts").glob("*.npy"))
     assert fa == sorted(p.name for p in (b / "acts").glob("*.npy")) and fa
     for name in fa:
