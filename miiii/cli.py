@@ -20,10 +20,15 @@ CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HO
 
 
 def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
-    """--no-tensorboard, shared by train and sweep."""
+    """--no-tensorboard and --profile, shared by train and sweep."""
     ap.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                     help=f"do not write TensorBoard scalars to {what}/tb/ (written by default when the optional "
                     "tensorboardX is installed: pip install -e '.[tensorboard]'); metrics.jsonl is written either way")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="trace one chunk with jax.profiler into DIR: the first chunk whose program is already "
+                    "compiled (the second, usually; the only one if there is one); open "
+                    "DIR/plugins/profile/*/perfetto_trace.json.gz at https://ui.perfetto.dev, or run "
+                    "xprof --logdir DIR (TensorBoard's profile plugin)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -156,14 +161,15 @@ def cmd_train(args) -> int:
         changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
         # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
         cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
-        summary = resume_run(args.resume, cfg, progress=not args.no_progress, tensorboard=args.tensorboard)
+        summary = resume_run(args.resume, cfg, progress=not args.no_progress, tensorboard=args.tensorboard,
+                             profile=args.profile)
         print_summary(summary, args.resume)
         return 0
     cfg = resolve_config(args)
     preset = args.preset or DEFAULT_PRESET
     run_dir = args.run_dir or Path("runs") / f"{preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget,
-                        tensorboard=args.tensorboard)
+                        tensorboard=args.tensorboard, profile=args.profile)
     print_summary(summary, run_dir)
     return 0
 
@@ -176,7 +182,8 @@ def cmd_sweep(args) -> int:
     grid = parse_grid(args.grid)
     make_members(cfg, args.seeds, grid)  # validates every member before anything is written
     out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard)
+    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
+                    profile=args.profile)
     print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s), "
           f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)")
     for pt in res["points"]:

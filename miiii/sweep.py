@@ -40,7 +40,7 @@ from miiii.rundir import (
     write_params,
     write_summary,
 )
-from miiii.runner import prepare, summarize
+from miiii.runner import prepare, profiled_chunk, summarize, trace_chunk
 from miiii.train import make_trainer, numerics, task_data
 
 
@@ -104,8 +104,8 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
 
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
-              tensorboard: bool = True) -> dict:
-    """Train every member; `tensorboard` as `runner.train_run`."""
+              tensorboard: bool = True, profile: str | Path | None = None) -> dict:
+    """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced)."""
     out_dir = Path(out_dir)
     check_new(out_dir)
     members = make_members(cfg, seeds, grid)
@@ -140,14 +140,16 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
         write_config(run, mem.config)
         logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
                                cfg.train.eval_every, steps, tensorboard))
+    lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
+    traced, compiles = profiled_chunk(lengths)
     t0 = time.perf_counter()
     done = 0
     try:
         with tqdm(total=steps, disable=not progress, unit="step", desc=f"sweep x{n}") as bar:
-            while done < steps:
-                m = min(cfg.train.chunk, steps - done)
-                states, metrics = chunk(states, data | {"hp": hp}, m)
-                metrics = jax.device_get(metrics)
+            for i, m in enumerate(lengths):
+                with trace_chunk(profile if i == traced else None, i, done, m, compiles):
+                    states, metrics = chunk(states, data | {"hp": hp}, m)
+                    metrics = jax.device_get(metrics)
                 for key in METRIC_KEYS:
                     hist[key][:, done:done + m] = metrics[key]
                 for log in logs:

@@ -1,4 +1,4 @@
-"""Operations: the live metrics file (metrics.jsonl) and TensorBoard scalars, the compilation cache."""
+"""Operations: the live metrics file (metrics.jsonl) and TensorBoard scalars, `--profile`, the compilation cache."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, assert_same_run, reference_run, resume_cfg
 
+from miiii.cli import main
 from miiii.compile_cache import ENV, cache_dir
 from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.presets import get_preset
 from miiii.rundir import LOG_KEYS, log_columns, read_metrics_log
-from miiii.runner import resume_run, train_run
+from miiii.runner import profiled_chunk, resume_run, train_run
 
 # one small program for the tests here (compiled once: the persistent cache shares it between tests and workers)
 TINY = ["--preset", "nanda-tiny", "--steps", "40", "--set", "chunk=20", "--set", "eval_every=3",
@@ -121,6 +122,25 @@ def test_tensorboard_scalars_when_tensorboardx_is_installed(tmp_path, monkeypatc
         assert list(scalars) == cols
         row = step // 3
         assert scalars["loss"] == log["loss"][row] and scalars[cols[-1]] == log["valid_acc"][row, -1]
+
+
+def test_profiled_chunk_is_the_first_already_compiled():
+    a, b = (10, None), (5, None)
+    assert profiled_chunk([a, a, a, b]) == (1, False)
+    assert profiled_chunk([a, b, b]) == (2, False)  # the second chunk's static arguments are new: it compiles
+    assert profiled_chunk([a, b]) == (1, True)
+    assert profiled_chunk([a]) == (0, True)
+
+
+def test_profile_writes_a_trace_of_the_second_chunk(tmp_path, capsys):
+    run, prof = tmp_path / "run", tmp_path / "prof"
+    assert main(["train", *TINY, "--run-dir", str(run), "--profile", str(prof), "--no-progress",
+                 "--no-tensorboard"]) == 0
+    err = capsys.readouterr().err
+    assert "profiling chunk 2 (steps 20-39)" in err and "ui.perfetto.dev" in err
+    traces = [p.name for p in prof.rglob("*") if p.name.endswith((".trace.json.gz", ".xplane.pb"))]
+    assert traces and list(prof.rglob("perfetto_trace.json.gz"))
+    assert not (run / "tb").exists()
 
 
 def test_compile_cache_directory_and_off():
