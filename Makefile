@@ -91,7 +91,7 @@ presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
 JOBS ?= 2
-test: $(STAMP)  ## run the test suite in JOBS=2 pytest workers (CPU, under 10 minutes on 2 cores)
+test: $(STAMP)  ## run the test suite in JOBS=2 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal $(ARGS)
 
 lint: $(STAMP)  ## ruff

@@ -17,7 +17,8 @@ for the paper configs), steps/s of each reference, their ratios, achieved GFLOP/
 count and its fraction of a measured f32 matmul peak, compile time, and steps/s of a real run (`train_run`:
 host loop, writer thread, checkpoints) with the preset's default recording, i.e. the recording overhead;
 then host RSS over a long run and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
-the optional `bench` extra. Measured numbers: the README's performance table.
+the optional `bench` extra. Measured numbers: the README's performance table. The persistent compilation
+cache (miiii/compile_cache.py) is off here, so the compile times are compiles.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii import apply_overrides, get_preset
+from miiii.compile_cache import ENV, setup_compile_cache
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
 
@@ -280,6 +282,7 @@ def main(argv=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
 
+    setup_compile_cache({ENV: "off"})  # compile times are compiles, not loads from ~/.cache/miiii/jax
     threads = os.cpu_count() or 1
     q = args.quick
     reps = args.repeats or (1 if q else 3)

@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
+from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.report import provenance, provenance_table  # noqa: E402
@@ -460,6 +461,7 @@ def main(argv=None) -> int:
                     help="run experiments/torch_book.py (addition and reversal) for the same seeds if its results "
                          "are missing (needs torch)")
     args = ap.parse_args(argv)
+    setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
     out = args.out or Path("results") / ("book-smoke" if args.smoke else "book")

@@ -33,6 +33,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
@@ -171,6 +172,7 @@ def main(argv=None) -> int:
                     help="; ".join(f"{k}: {v}" for k, v in VARIANTS.items()) + " (default project)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
+    setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     out = args.out or Path("results") / (("paper-cpu" if args.smoke else "paper") +
                                          ("-original" if args.variant == "original" else ""))

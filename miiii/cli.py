@@ -9,9 +9,26 @@ import sys
 import time
 from pathlib import Path
 
+from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
+
+COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
+CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HOME/miiii/jax) and loaded by later "
+              "runs: MIIII_COMPILE_CACHE=DIR puts the cache elsewhere, MIIII_COMPILE_CACHE=off switches it off.")
+
+
+def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
+    """--no-tensorboard and --profile, shared by train and sweep."""
+    ap.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                    help=f"do not write TensorBoard scalars to {what}/tb/ (written by default when the optional "
+                    "tensorboardX is installed: pip install -e '.[tensorboard]'); metrics.jsonl is written either way")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="trace one chunk with jax.profiler into DIR: the first chunk whose program is already "
+                    "compiled (the second, usually; the only one if there is one); open "
+                    "DIR/plugins/profile/*/perfetto_trace.json.gz at https://ui.perfetto.dev, or run "
+                    "xprof --logdir DIR (TensorBoard's profile plugin)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "
                         "config.json, metrics.npz, params.npz, summary.json, acts/ (the recording), "
-                        "ckpt/ (checkpoints). --resume RUN_DIR continues an interrupted run.")
+                        "ckpt/ (checkpoints), and, after every chunk, metrics.jsonl (one JSON line per evaluated "
+                        "step: `tail -f RUN_DIR/metrics.jsonl`) and tb/ (TensorBoard). --resume RUN_DIR continues "
+                        "an interrupted run.", epilog=CACHE_NOTE)
     tr.add_argument("--preset", default=None, help=f"preset name (default {DEFAULT_PRESET}; "
                     "`python -m miiii presets` lists them)")
     tr.add_argument("--run-dir", type=Path, default=None,
@@ -42,10 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "--preset/--set/--steps/--seed, if given, must agree with it)")
     tr.add_argument("--record-budget", default="2GiB", metavar="BYTES",
                     help="refuse a recording larger than this (default 2GiB; e.g. 500MB, 8GiB, 123456789)")
+    add_ops_options(tr, "RUN_DIR")
 
     sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
                         description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
-                        "over all devices; writes a run directory per member, sweep.json and grok_steps.png.")
+                        "over all devices; writes a run directory per member (its metrics.jsonl and tb/ after every "
+                        "chunk), sweep.json and grok_steps.png.", epilog=CACHE_NOTE)
     sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
     sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
     sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
@@ -57,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change the base config like `train --set`")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ops_options(sw, "each member's directory")
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
@@ -139,13 +161,15 @@ def cmd_train(args) -> int:
         changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
         # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
         cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
-        summary = resume_run(args.resume, cfg, progress=not args.no_progress)
+        summary = resume_run(args.resume, cfg, progress=not args.no_progress, tensorboard=args.tensorboard,
+                             profile=args.profile)
         print_summary(summary, args.resume)
         return 0
     cfg = resolve_config(args)
     preset = args.preset or DEFAULT_PRESET
     run_dir = args.run_dir or Path("runs") / f"{preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget)
+    summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget,
+                        tensorboard=args.tensorboard, profile=args.profile)
     print_summary(summary, run_dir)
     return 0
 
@@ -158,7 +182,8 @@ def cmd_sweep(args) -> int:
     grid = parse_grid(args.grid)
     make_members(cfg, args.seeds, grid)  # validates every member before anything is written
     out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress)
+    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
+                    profile=args.profile)
     print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s), "
           f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)")
     for pt in res["points"]:
@@ -201,6 +226,8 @@ def main(argv=None) -> int:
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "book": cmd_book, "export-adder": cmd_export_adder}
+        if args.command in COMPILES:
+            setup_compile_cache()
         return commands[args.command](args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -3,6 +3,16 @@
     run_dir/config.json    the RunConfig (everything needed to rerun)
     run_dir/metrics.npz    step (T,), loss (T,), train_loss/train_acc/valid_loss/valid_acc (T, K), grad_norm (T, P),
                            task_names (K,), grad_names (P,); row t describes the parameters before update t
+    run_dir/metrics.jsonl  the same as the run goes: one JSON line per evaluated step (step % train.eval_every == 0)
+                           with "step", "loss" and "train_loss/TASK", "train_acc/TASK", "valid_loss/TASK",
+                           "valid_acc/TASK" per task (float32 values written with 9 digits, so they read back
+                           exactly; null for NaN or inf), appended and flushed after every chunk; `tail -f` it, or
+                           read it mid-run with `read_metrics_log` or `pandas.read_json(path, lines=True)`. A resumed
+                           run rewrites it from metrics.npz up to the resumed step first (no step twice, none missing)
+    run_dir/tb/            TensorBoard scalars under the same names (about TB_POINTS steps per tag: the evaluated
+                           steps at a stride, and the last), written when tensorboardX imports (the optional extra
+                           `tensorboard`) unless switched off (`--no-tensorboard`); resuming purges events from the
+                           resumed step on
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
     run_dir/acts/          recorded activations and parameters, one .npy per name, inputs.npy, index.json
@@ -12,8 +22,9 @@
     run_dir/.lock          flock held by the one process writing the directory
     run_dir/book.json      a sequence run's evaluation the book's way (`python -m miiii book`, bookeval.py)
 
-The runner writes a directory chunk by chunk, a sweep one per member at its end (config, metrics, summary,
-params); `load_run` reads either back. A damaged or edited file is a ConfigError that names it.
+The runner writes a directory chunk by chunk, a sweep one per member (config.json at its start, metrics.jsonl and
+tb/ chunk by chunk, metrics.npz, summary.json and params.npz at its end); `load_run` reads either back. A damaged
+or edited file is a ConfigError that names it.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import json
+import math
 import os
 import warnings
 import zipfile
@@ -35,8 +47,11 @@ from miiii.config import ConfigError, RunConfig
 from miiii.files import io_fault, save_npz_atomic, write_json_atomic
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
+METRICS_LOG, TB = "metrics.jsonl", "tb"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
 METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
+LOG_KEYS = METRIC_KEYS[:5]  # in metrics.jsonl and tb/: each but the loss per task, as "valid_acc/q=2"
+TB_POINTS = 1000  # TensorBoard shows 1,000 points per scalar tag by default; tb/ gets about that many steps
 
 
 def rows_before(step, every):
@@ -152,6 +167,92 @@ def write_acts_index(run_dir: Path, index: dict) -> None:
     _written(Path(run_dir) / ACTS / ACTS_INDEX, write_json_atomic, index)
 
 
+def log_columns(task_names) -> list[str]:
+    """metrics.jsonl's keys after "step", which are also the TensorBoard tags: loss, then `{metric}/{task}`."""
+    return ["loss", *(f"{key}/{name}" for key in LOG_KEYS[1:] for name in task_names)]
+
+
+class MetricsLog:
+    """metrics.jsonl and tb/ of one run directory, written from the run's per-step arrays as chunks end.
+
+    `hist`: METRIC_KEYS -> arrays with time first, filled by the caller; opening the log rewrites metrics.jsonl
+    (atomically) from the evaluated steps below `upto`, the steps the run has already taken (0: an empty file),
+    then `append(start, stop)` adds steps [start, stop) and flushes. `tensorboard`: also write tb/ when
+    tensorboardX imports.
+    """
+
+    def __init__(self, run_dir: Path, hist: dict, task_names, upto: int, eval_every: int, steps: int,
+                 tensorboard: bool = True):
+        self.path = Path(run_dir) / METRICS_LOG
+        self.hist, self.eval_every = hist, eval_every
+        self.columns = log_columns(task_names)
+        self._fmt = '{"step": %d, ' + ", ".join(f"{json.dumps(c)}: %.9g" for c in self.columns) + "}\n"
+        # float32 has at most 9 significant digits: %.9g reads back (through float64) to the same float32
+        self.tb_every = eval_every * -(-steps // (eval_every * TB_POINTS))
+        self.tb_last = (steps - 1) // eval_every * eval_every  # the run's last evaluated step
+        _written(self.path, _write_text_atomic, self._lines(0, upto)[0])
+        try:
+            self.f = open(self.path, "a")  # noqa: SIM115 - appended to for the run's lifetime
+        except OSError as e:
+            raise io_fault(self.path, e) from None
+        self.tb = _tensorboard(Path(run_dir) / TB, upto) if tensorboard else None
+
+    def _lines(self, start: int, stop: int) -> tuple[str, np.ndarray, np.ndarray]:
+        """The lines of the evaluated steps in [start, stop), those steps and their values (float64, one column
+        per `self.columns`)."""
+        steps = np.arange(start + -start % self.eval_every, stop, self.eval_every)
+        h = self.hist
+        values = np.concatenate([h["loss"][steps, None], *(h[k][steps] for k in LOG_KEYS[1:])], axis=1)
+        values = values.astype(np.float64)
+        out = []
+        for t, row, finite in zip(steps.tolist(), values.tolist(), np.isfinite(values).all(1).tolist(), strict=True):
+            if finite:
+                out.append(self._fmt % (t, *row))
+            else:  # a diverged step: JSON has no NaN or inf, so null (read back as NaN)
+                cells = {c: v if math.isfinite(v) else None for c, v in zip(self.columns, row, strict=True)}
+                out.append(json.dumps({"step": t} | cells) + "\n")
+        return "".join(out), steps, values
+
+    def append(self, start: int, stop: int) -> None:
+        """Steps [start, stop) of `hist`: to metrics.jsonl (flushed, whole lines) and, at a stride, to tb/."""
+        text, steps, values = self._lines(start, stop)
+        try:
+            self.f.write(text)
+            self.f.flush()
+        except OSError as e:
+            raise io_fault(self.path, e) from None
+        if self.tb is not None:
+            writer, Summary = self.tb
+            for t, row in zip(steps.tolist(), values.tolist(), strict=True):
+                if t % self.tb_every == 0 or t == self.tb_last:  # one event per step with every tag: add_scalar
+                    writer.file_writer.add_summary(Summary(value=[  # per tag costs ~100x as much
+                        Summary.Value(tag=c, simple_value=v) for c, v in zip(self.columns, row, strict=True)
+                        if math.isfinite(v)]), t)
+            writer.flush()
+
+    def close(self) -> None:
+        self.f.close()
+        if self.tb is not None:
+            self.tb[0].close()
+
+
+def _tensorboard(path: Path, purge_step: int):
+    """(tensorboardX SummaryWriter on `path`, its Summary proto), or None when tensorboardX is not installed.
+    TensorBoard hides the events of earlier writers from `purge_step` on (a resumed run's replayed steps)."""
+    try:
+        from tensorboardX import SummaryWriter
+        from tensorboardX.proto.summary_pb2 import Summary
+    except ImportError:
+        return None
+    return SummaryWriter(str(path), purge_step=purge_step or None), Summary
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def flatten_params(params) -> dict[str, np.ndarray]:
     """Nested dict of arrays (or any pytree) -> {'/'-joined key path: array}, the layout of params.npz."""
     import jax  # only writers flatten device arrays; readers stay free of jax
@@ -230,6 +331,31 @@ def read_metrics(run_dir: Path, complete: bool = False) -> dict:
         if missing or any(len(out[k]) != len(out["step"]) for k in METRIC_KEYS):
             raise ConfigError(f"{path} is damaged (missing or ragged arrays: {missing or 'lengths differ'})")
     return out
+
+
+def read_metrics_log(run_dir: Path) -> dict:
+    """metrics.jsonl in metrics.npz's layout, as far as the run has written it: step (N,), loss (N,),
+    train_loss/train_acc/valid_loss/valid_acc (N, K), task_names (K,); {} before its first complete line.
+
+    Safe while the run writes it: a last line still being written is left out.
+    """
+    path = Path(run_dir) / METRICS_LOG
+    if not path.is_file():
+        return {}
+    rows = _read(path, lambda f: [json.loads(line) for line in f.read_text().split("\n")[:-1]])
+    if not rows:
+        return {}
+    names = [c.partition("/")[2] for c in rows[0] if c.startswith(LOG_KEYS[1] + "/")]
+    cols = log_columns(names)
+    try:
+        values = np.array([[np.nan if r[c] is None else r[c] for c in cols] for r in rows], np.float32)
+        out = {"step": np.array([r["step"] for r in rows], np.int64), "loss": values[:, 0]}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}: {e})") from None
+    k = len(names)
+    for i, key in enumerate(LOG_KEYS[1:]):
+        out[key] = values[:, 1 + i * k: 1 + (i + 1) * k]
+    return out | {"task_names": np.array(names)}
 
 
 def read_summary(run_dir: Path) -> dict:

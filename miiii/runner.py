@@ -1,5 +1,9 @@
 """The host side of a run: chunks of jitted steps, a progress bar, and the run directory (its files: rundir.py).
 
+After every chunk its evaluated steps go to metrics.jsonl (and tb/), which a notebook or `tail -f` reads while
+the run goes on; metrics.npz is complete at checkpoints. `profile=DIR` traces one chunk with jax.profiler
+(`profiled_chunk` says which).
+
 Order at a checkpoint (so SIGKILL at any moment leaves a resumable directory): activations and metrics up
 to step s reach the disk, then acts/index.json says so, then the orbax save of step s commits, then its
 checksum is written; `--resume` trusts only steps with a matching checksum.
@@ -7,6 +11,7 @@ checksum is written; `--resume` trusts only steps with a matching checksum.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -28,6 +33,7 @@ from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
     METRIC_KEYS,
+    MetricsLog,
     RunLock,
     check_new,
     check_unedited,
@@ -106,8 +112,10 @@ def _say(msg: str) -> None:
 
 
 def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record_budget: int = 2 * GiB,
-              on_chunk=None) -> dict:
-    """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk."""
+              on_chunk=None, tensorboard: bool = True, profile: str | Path | None = None) -> dict:
+    """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk (its
+    metrics.jsonl lines are on disk by then). `tensorboard`: TensorBoard scalars in run_dir/tb/ when tensorboardX
+    imports. `profile`: a jax.profiler trace of one chunk (`profiled_chunk`) into that directory."""
     run_dir = Path(run_dir)
     check_new(run_dir)
     task = prepare(cfg)
@@ -118,14 +126,17 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         write_config(run_dir, cfg)
-        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True))
+        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True), tensorboard=tensorboard,
+                          profile=profile)
         state = init_state(trainer, cfg.train.seed)
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
         return session.run(state, progress, on_chunk)
 
 
-def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None) -> dict:
-    """Continue a run from its newest good checkpoint; metrics and activations are cut back to that step first.
+def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None,
+               tensorboard: bool = True, profile: str | Path | None = None) -> dict:
+    """Continue a run from its newest good checkpoint; metrics (metrics.npz, metrics.jsonl) and activations are
+    cut back to that step first. `on_chunk`, `tensorboard`, `profile`: as `train_run`.
 
     Every check (config, lock, checkpoints, metrics, activation files) runs before anything is changed.
     """
@@ -167,7 +178,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
         ckpts.delete_after(s)
         remove_summary(run_dir)
-        session = Session(cfg, task, trainer, run_dir, recorder, ckpts)
+        session = Session(cfg, task, trainer, run_dir, recorder, ckpts, tensorboard=tensorboard, profile=profile)
         for key in METRIC_KEYS:
             session.hist[key][:s] = metrics[key][:s]
         session.save_metrics(s)
@@ -197,13 +208,44 @@ def build(cfg: RunConfig, task: Task):
     return make_trainer(cfg, task, record_groups=rec.record_groups()), rec
 
 
+def profiled_chunk(keys: list) -> tuple[int, bool]:
+    """Which of a loop's chunks to trace, given each chunk's static arguments (its length and recording counts):
+    the first that repeats an earlier chunk's (its program is compiled, so the trace shows the steady state);
+    when none does, the second (its own compile included, since its arguments are new) or the only one (with
+    the run's compile). Returns (index, whether the traced chunk compiles)."""
+    seen = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            return i, False
+        seen.add(key)
+    return min(1, len(keys) - 1), True
+
+
+@contextlib.contextmanager
+def trace_chunk(profile: str | Path | None, index: int, start: int, n: int, compiles: bool):
+    """`jax.profiler.trace` into `profile` around the `with` body (nothing when profile is None), then a line
+    that says where the Perfetto trace went."""
+    if profile is None:
+        yield
+        return
+    note = " (including its compile: no later chunk repeats an earlier one's program)" if compiles else ""
+    tqdm.write(f"profiling chunk {index + 1} (steps {start}-{start + n - 1}){note} into {profile}", file=sys.stderr)
+    with jax.profiler.trace(str(profile), create_perfetto_trace=True):
+        yield
+    traces = sorted(Path(profile).glob("plugins/profile/*/perfetto_trace.json.gz"), key=lambda f: f.stat().st_mtime)
+    tqdm.write(f"trace written: {traces[-1] if traces else profile} (open it at https://ui.perfetto.dev, or run "
+               f"xprof --logdir {profile})", file=sys.stderr)
+
+
 class Session:
     """The host loop of one process on one run directory: chunks, checkpoints, metrics, and the recorder it
     drives (started by the caller, stopped when the loop ends)."""
 
-    def __init__(self, cfg, task, trainer, run_dir, recorder: Recorder, ckpts=None):
+    def __init__(self, cfg, task, trainer, run_dir, recorder: Recorder, ckpts=None, tensorboard: bool = True,
+                 profile: str | Path | None = None):
         self.cfg, self.task, self.trainer = cfg, task, trainer
         self.run_dir, self.recorder = run_dir, recorder
+        self.tensorboard, self.profile = tensorboard, profile
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
@@ -236,10 +278,16 @@ class Session:
         return int((snap_at >= 0).sum())
 
     def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
+        """Train from `state` to the last step; `hist` holds the steps before `state.step` (metrics.jsonl is
+        rewritten from them)."""
+        cfg = self.cfg
+        self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, int(state.step), cfg.train.eval_every,
+                              cfg.train.steps, self.tensorboard)
         with self.recorder:
             try:
                 return self._run(state, progress, on_chunk, resumed_from)
             finally:
+                self.log.close()
                 self.ckpts.close()
 
     def _run(self, state, progress, on_chunk, resumed_from) -> dict:
@@ -255,17 +303,21 @@ class Session:
         last_valid = np.full(k, np.nan)
         b = cfg.train.batch_size  # an epoch is len(train) // batch minibatches (trainer), one step at full batch
         per_epoch = steps_per_epoch(b, len(task.train.x))
+        starts = range(done, steps, cfg.train.chunk)
+        lengths = [min(cfg.train.chunk, steps - s) for s in starts]
+        traced, compiles = profiled_chunk([(n, recorder.counts(s, n)) for s, n in zip(starts, lengths, strict=True)])
         with _StopFlag() as stop:
-            while done < steps:
-                n = min(cfg.train.chunk, steps - done)
+            for i, n in enumerate(lengths):
                 t0 = time.perf_counter()
                 snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
-                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
-                metrics = jax.device_get(metrics)
+                with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
+                    state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
+                    metrics = jax.device_get(metrics)
                 if compile_s is None:
                     compile_s = time.perf_counter() - t0
                 for key in METRIC_KEYS:
                     hist[key][done:done + n] = metrics[key]
+                self.log.append(done, done + n)
                 if not np.isfinite(metrics["loss"]).all():
                     bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
                     bar.close()

@@ -7,7 +7,9 @@ sharded over every device JAX sees (`jax.sharding`, a 1-D mesh "member"): on a m
 takes its share. Multi-host: call `jax.distributed.initialize()` before `python -m miiii sweep`
 on every host; the mesh then spans all hosts' devices and the same code runs unchanged.
 
-    sweep_dir/member_000/   a run directory per member (config.json, metrics.npz, summary.json, params.npz; rundir.py)
+    sweep_dir/member_000/   a run directory per member (rundir.py): config.json at the start, metrics.jsonl (and tb/
+                            when tensorboardX imports) after every chunk, metrics.npz, summary.json, params.npz at
+                            the end
     sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point
     sweep_dir/grok_steps.png
 """
@@ -29,8 +31,16 @@ from tqdm.auto import tqdm
 from miiii.analysis import grok_steps, last_evaluated
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, validate
 from miiii.files import write_json_atomic
-from miiii.rundir import METRIC_KEYS, check_new, write_config, write_metrics, write_params, write_summary
-from miiii.runner import prepare, summarize
+from miiii.rundir import (
+    METRIC_KEYS,
+    MetricsLog,
+    check_new,
+    write_config,
+    write_metrics,
+    write_params,
+    write_summary,
+)
+from miiii.runner import prepare, profiled_chunk, summarize, trace_chunk
 from miiii.train import make_trainer, numerics, task_data
 
 
@@ -93,7 +103,9 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
     return hp
 
 
-def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True) -> dict:
+def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
+              tensorboard: bool = True, profile: str | Path | None = None) -> dict:
+    """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced)."""
     out_dir = Path(out_dir)
     check_new(out_dir)
     members = make_members(cfg, seeds, grid)
@@ -121,17 +133,32 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
     steps, k = cfg.train.steps, len(task.task_names)
     hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
             for key in METRIC_KEYS}
+    logs = []
+    for mem in members:
+        run = out_dir / f"member_{mem.index:03d}"
+        run.mkdir()
+        write_config(run, mem.config)
+        logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
+                               cfg.train.eval_every, steps, tensorboard))
+    lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
+    traced, compiles = profiled_chunk(lengths)
     t0 = time.perf_counter()
     done = 0
-    with tqdm(total=steps, disable=not progress, unit="step", desc=f"sweep x{n}") as bar:
-        while done < steps:
-            m = min(cfg.train.chunk, steps - done)
-            states, metrics = chunk(states, data | {"hp": hp}, m)
-            metrics = jax.device_get(metrics)
-            for key in METRIC_KEYS:
-                hist[key][:, done:done + m] = metrics[key]
-            done += m
-            bar.update(m)
+    try:
+        with tqdm(total=steps, disable=not progress, unit="step", desc=f"sweep x{n}") as bar:
+            for i, m in enumerate(lengths):
+                with trace_chunk(profile if i == traced else None, i, done, m, compiles):
+                    states, metrics = chunk(states, data | {"hp": hp}, m)
+                    metrics = jax.device_get(metrics)
+                for key in METRIC_KEYS:
+                    hist[key][:, done:done + m] = metrics[key]
+                for log in logs:
+                    log.append(done, done + m)
+                done += m
+                bar.update(m)
+    finally:
+        for log in logs:
+            log.close()
     wall = time.perf_counter() - t0
 
     step_axis = np.arange(steps)
@@ -139,8 +166,6 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     for mem in members:
         run = out_dir / f"member_{mem.index:03d}"
-        run.mkdir()
-        write_config(run, mem.config)
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
         write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
         per_task = grok_steps(step_axis, mh["valid_acc"])

@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from miiii.config import apply_overrides
@@ -31,14 +30,6 @@ def load_module(path: Path):
     spec.loader.exec_module(mod)
     return mod
 
-
-# One persistent compilation cache for this test session and the CLI processes it starts: a subprocess
-# then loads the programs the in-process runs compiled (the same executables, so bits cannot differ)
-# instead of spending ~10 s of a loaded 2-core machine compiling them again.
-CACHE = tempfile.mkdtemp(prefix="miiii-jax-cache-")
-atexit.register(shutil.rmtree, CACHE, True)
-jax.config.update("jax_compilation_cache_dir", CACHE)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 # miiii-tiny with minibatches, dropout and grokfast: resume must restore the EMA, the key and the data order.
 RESUME_ARGS = ["--preset", "miiii-tiny", "--steps", "160", "--set", "chunk=20", "--set", "ckpt.every=20",
@@ -61,11 +52,12 @@ def reference_run() -> Path:
 
 
 def assert_same_run(a: Path, b: Path) -> None:
-    """metrics.npz arrays and every acts/*.npy file bit for bit, and the final parameters."""
+    """metrics.npz arrays, metrics.jsonl and every acts/*.npy file bit for bit, and the final parameters."""
     with np.load(a / "metrics.npz") as ma, np.load(b / "metrics.npz") as mb:
         assert ma.files == mb.files
         for k in ma.files:
             assert ma[k].tobytes() == mb[k].tobytes(), f"metrics.npz[{k}] differs"
+    assert (a / "metrics.jsonl").read_bytes() == (b / "metrics.jsonl").read_bytes(), "metrics.jsonl differs"
     fa = sorted(p.name for p in (a / "acts").glob("*.npy"))
     assert fa == sorted(p.name for p in (b / "acts").glob("*.npy")) and fa
     for name in fa:
@@ -84,8 +76,9 @@ def tree_digest(d: Path) -> dict[str, str]:
 
 
 def start_cli(args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "JAX_COMPILATION_CACHE_DIR": CACHE,
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.5"}
+    # the CLI uses the session's compilation cache (conftest.py): it loads the programs the in-process runs
+    # compiled (the same executables, so bits cannot differ) instead of compiling them again
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "miiii", "train", "--no-progress", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

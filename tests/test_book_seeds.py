@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import _runhelp  # noqa: F401 - the session's compilation cache
 from _runhelp import ROOT, load_module
 
 book = load_module(ROOT / "experiments" / "book.py")

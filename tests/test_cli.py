@@ -27,7 +27,8 @@ def test_train_writes_the_documented_run_directory(tmp_path):
     res = cli("train", "--preset", "miiii-tiny", "--run-dir", str(run), "--steps", "40", "--seed", "2",
               "--set", "chunk=20", "--no-progress")
     assert res.returncode == 0, res.stderr
-    assert {"config.json", "metrics.npz", "params.npz", "summary.json", "acts", "ckpt", "ckpt.json"} <= {
+    assert {"config.json", "metrics.npz", "metrics.jsonl", "params.npz", "summary.json", "acts", "ckpt",
+            "ckpt.json"} <= {
         p.name for p in run.iterdir()}
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["steps"] == 40 and cfg["train"]["seed"] == 2 and cfg["task"]["p"] == 23

@@ -9,7 +9,6 @@ import math
 from dataclasses import replace
 from types import SimpleNamespace
 
-import _runhelp  # noqa: F401 - the session's compilation cache
 import jax
 import numpy as np
 import pytest

@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import _runhelp  # noqa: F401 - the session's compilation cache
 import jax
 import numpy as np
 import pytest

@@ -21,7 +21,7 @@ from _runhelp import (
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
 from miiii.config import apply_overrides
-from miiii.rundir import load_run
+from miiii.rundir import load_run, read_metrics_log
 from miiii.runner import build, resume_run, train_run
 from miiii.tasks import make_task
 
@@ -100,6 +100,11 @@ def test_nan_loss_stops_naming_the_step_and_keeps_a_restorable_checkpoint(tmp_pa
     assert f"checkpoint is step {int(state.step)}" in err
     with np.load(run_dir / "metrics.npz") as m:  # the diverging steps are kept for diagnosis
         assert not np.isfinite(m["loss"]).all()
+        log = read_metrics_log(run_dir)  # in metrics.jsonl too (null for NaN or inf: JSON has neither)
+        assert log["step"].tolist() == m["step"].tolist()
+        for k in ("loss", "train_loss", "valid_acc"):
+            assert np.array_equal(log[k], np.where(np.isfinite(m[k]), m[k], np.nan), equal_nan=True), k
+    assert "NaN" not in (run_dir / "metrics.jsonl").read_text()
 
 
 @pytest.mark.parametrize("stop_after", [40])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import _runhelp  # noqa: F401 - the session's compilation cache
 import numpy as np
 import pytest
 

@@ -12,6 +12,7 @@ import pytest
 
 from miiii.config import ConfigError, RecordConfig, RunConfig, apply_overrides
 from miiii.presets import get_preset
+from miiii.rundir import read_metrics_log
 from miiii.runner import train_run
 from miiii.sweep import make_members, parse_grid, run_sweep
 
@@ -41,6 +42,12 @@ def test_members_equal_solo_runs(tmp_path):
         assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
     m = [dict(np.load(tmp_path / "sw" / f"member_{i:03d}" / "metrics.npz")) for i in (0, 1)]
     assert not np.array_equal(m[0]["loss"], m[1]["loss"])  # seeds differ
+    for i in (0, 7):  # each member's metrics.jsonl: its evaluated rows of metrics.npz
+        log = read_metrics_log(tmp_path / "sw" / f"member_{i:03d}")
+        rows = np.arange(0, 24, 5)
+        assert log["step"].tolist() == rows.tolist()
+        for k in ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc"):
+            assert np.array_equal(log[k], np.load(tmp_path / "sw" / f"member_{i:03d}" / "metrics.npz")[k][rows]), k
     assert (tmp_path / "sw" / "grok_steps.png").stat().st_size > 0
     # the summary's final accuracy is the last *evaluated* row (eval_every 5: step 24 has no evaluation)
     summ = json.loads((tmp_path / "sw" / "member_000" / "summary.json").read_text())
