@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test lint presets bench clean figures paper paper-cpu \
-        book book-smoke train-addition-10 export-adder
+        book book-smoke train-addition-10 export-adder test-tl
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -86,6 +86,13 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/torch_*.py); writes bench.json
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python experiments/bench.py $(ARGS)
+
+# TransformerLens (the `tl` extra) beside the CPU torch above, then the export's round trip (tests/test_transformerlens.py)
+TL ?= transformer-lens>=3,<4
+test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torch and TransformerLens 3 into .venv
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
+	$(BIN)/python -m pip install -q "$(TL)"
+	$(BIN)/python -m pytest -q tests/test_transformerlens.py $(ARGS)
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets

@@ -1,11 +1,12 @@
-"""Command line: `python -m miiii {train,sweep,presets,figures,book,export-adder} ...`. Bad input exits with status 2
-and one message."""
+"""Command line: `python -m miiii {train,sweep,presets,figures,book,export-adder,export-tl} ...`. Bad input exits
+with status 2 and one message."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
+from miiii.transformerlens import LOAD
 
 COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
 CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HOME/miiii/jax) and loaded by later "
@@ -98,6 +100,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "add(model, a, b) -> int, numpy only.")
     ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
     ex.add_argument("out", type=Path, help="the Python file to write")
+    tl = sub.add_parser("export-tl", help="write a finished run as a TransformerLens model (safetensors + config)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description=textwrap.dedent("""\
+                            Write RUN_DIR's final parameters as TransformerLens's model, without torch:
+                              OUT_DIR/model.safetensors  the weights by TransformerLens's state-dict names, float32:
+                                zero biases where this model has none, W_pos zeros without a positional
+                                embedding, W_U = W_E.T for a tied head (the book), miiii's per-task
+                                unembeddings side by side (each task's own classes)
+                              OUT_DIR/config.json  HookedTransformerConfig's keyword arguments and a "miiii"
+                                section: the task and its names, the position the answer is read at (last: the
+                                paper's tasks; all: the book's), each task's [start, stop) columns of the logits"""),
+                        epilog="load it in TransformerLens 3.x (pip install -e '.[tl]'; HookedTransformer was removed "
+                        "in 4.0):\n\n" + textwrap.indent(LOAD, "  ")
+                        + "\n\n  logits = model(tokens)  # miiii: logits[:, -1, slice(*miiii['slices']['q=2'])]")
+    tl.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                    help="a finished run directory (config.json, params.npz, summary.json) of any task")
+    tl.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+                    help="the directory to write model.safetensors and config.json into; created if missing, "
+                    "refused if it holds anything")
     return ap
 
 
@@ -113,6 +134,16 @@ def cmd_export_adder(args) -> int:
 
     meta = export_adder(args.run_dir, args.out)
     print(f"wrote {args.out}: {meta['name']}, {meta['params']:,} parameters")
+    return 0
+
+
+def cmd_export_tl(args) -> int:
+    from miiii.transformerlens import export_tl, load_lines
+
+    cfg = export_tl(args.run_dir, args.out_dir)
+    print(f"wrote {args.out_dir}/model.safetensors and config.json: {cfg['n_layers']} layer(s), d_model "
+          f"{cfg['d_model']}, d_vocab_out {cfg['d_vocab_out']}; load it in TransformerLens 3.x with\n")
+    print(load_lines(args.out_dir))
     return 0
 
 
@@ -225,7 +256,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
-                    "book": cmd_book, "export-adder": cmd_export_adder}
+                    "book": cmd_book, "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
         if args.command in COMPILES:
             setup_compile_cache()
         return commands[args.command](args)

@@ -15,7 +15,8 @@ Names, shapes and axis order are TransformerLens's (b = batch, t = position, H =
 
     hook_embed, hook_pos_embed                              (b, t, d_model)
     blocks.{i}.hook_resid_pre / hook_resid_mid / hook_resid_post   (b, t, d_model)
-    blocks.{i}.ln1.hook_scale (b, t, 1), .hook_normalized (b, t, d_model)   (and ln2; LayerNorm models only)
+    blocks.{i}.ln1.hook_scale (b, t, 1), .hook_normalized (b, t, d_model)   (and ln2; LayerNorm models only;
+             hook_normalized is (x - mean) / scale, before LN's weight and bias, as in TransformerLens 3)
     blocks.{i}.attn.hook_q / hook_k / hook_v / hook_z       (b, t, H, d_head)
     blocks.{i}.attn.hook_attn_scores / hook_pattern         (b, H, query t, key t)  (masked scores are -inf)
     blocks.{i}.hook_attn_out, blocks.{i}.hook_mlp_out       (b, t, d_model)
@@ -114,10 +115,11 @@ class HookedModel:
 
     @staticmethod
     def _layer_norm(p, name: str, x, h_):
-        """TransformerLens's LayerNorm: the centred input over its root mean square, then scale and bias."""
+        """TransformerLens's LayerNorm: the centred input over its root mean square, then scale and bias.
+        hook_normalized is before the scale and bias, as in TransformerLens 3 (2.x hooked after them)."""
         x = x - x.mean(-1, keepdims=True)
         scale = h_(f"{name}.hook_scale", jnp.sqrt(jnp.square(x).mean(-1, keepdims=True) + LN_EPS))  # (b, t, 1)
-        return h_(f"{name}.hook_normalized", x / scale * p["scale"] + p["bias"])
+        return h_(f"{name}.hook_normalized", x / scale) * p["scale"] + p["bias"]
 
     def _attention(self, p, x, name: str, h_):
         a = p["attn"]

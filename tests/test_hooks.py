@@ -32,8 +32,8 @@ def numpy_forward(params, x, cfg) -> dict:
     def ln(h, w, name):
         c = h - h.mean(-1, keepdims=True)
         acts[f"{name}.hook_scale"] = scale = np.sqrt((c**2).mean(-1, keepdims=True) + 1e-5)
-        acts[f"{name}.hook_normalized"] = out = c / scale * w["scale"] + w["bias"]
-        return out
+        acts[f"{name}.hook_normalized"] = out = c / scale  # before the weight and bias (TransformerLens 3)
+        return out * w["scale"] + w["bias"]
 
     t = x.shape[1]
     acts["hook_embed"] = h = p["W_E"][x]

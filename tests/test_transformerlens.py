@@ -1,0 +1,220 @@
+"""export-tl (miiii/transformerlens.py). Without torch: the hand-written safetensors reads back exactly, the export
+holds every weight by TransformerLens's name and shape, miiii's task slices cover each task's classes, config.json has
+HookedTransformerConfig's fields, and bad input exits 2 with one line. With TransformerLens (`make test-tl`): the five
+documented lines load the export, and TransformerLens's logits and every hook point this project names equal
+`run.model.run_with_cache`'s on every input."""
+
+from __future__ import annotations
+
+import json
+import struct
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+from _runhelp import ROOT, finished_run
+
+from miiii.cli import main as cli_main
+from miiii.transformerlens import LOAD, export_tl, load_lines, read_safetensors, split_logits, write_safetensors
+
+STEPS = "train.steps=50"
+RUNS = {  # name: (preset, --set overrides)
+    "nanda-tiny": ("nanda-tiny",),  # MLP biases, one task of p classes
+    "miiii-tiny": ("miiii-tiny",),  # no biases, 8 tasks of 2 ... 19 classes
+    "addition-tiny": ("addition-tiny",),  # the book: pre-LN, causal, one head, FFN biases, final LN, tied head
+    # the book's model without LayerNorm, positions, tied head or biases: W_pos and every bias exported as zeros
+    "addition-bare": ("addition-tiny", "model.layer_norm=false", "model.pos_embed=false", "model.tie_head=false",
+                      "model.mlp_bias=false", "record.params=W_E"),
+}
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    """name -> (the finished run, its export directory), trained and exported once per module."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            preset, *sets = RUNS[name]
+            run = finished_run(preset, STEPS, *sets)
+            out = tmp_path_factory.mktemp(name) / "tl"
+            export_tl(run.path, out)
+            done[name] = run, out
+        return done[name]
+
+    return get
+
+
+# ---------------------------------------------------------------- without torch
+
+
+def test_safetensors_written_by_hand_reads_back_exactly(tmp_path):
+    rng = np.random.default_rng(0)
+    tensors = {"w": rng.normal(size=(3, 4, 5)).astype(np.float32), "steps": np.arange(7, dtype=np.int64),
+               "scalar": np.array(2.5, np.float32), "empty": np.zeros((0, 3), np.float32),
+               "big_endian": rng.normal(size=4).astype(">f8"), "half": rng.normal(size=(2, 2)).astype(np.float16),
+               "mask": np.array([True, False, True])}
+    path = tmp_path / "t.safetensors"
+    write_safetensors(path, tensors, {"format": "pt"})
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    assert (8 + n) % 8 == 0 and header.pop("__metadata__") == {"format": "pt"}
+    spans = [h["data_offsets"] for h in header.values()]
+    assert spans[0][0] == 0 and spans[-1][1] == len(raw) - 8 - n
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))  # contiguous, in order
+    back, meta = read_safetensors(path)
+    assert meta == {"format": "pt"} and list(back) == list(tensors)
+    for k, v in tensors.items():
+        assert back[k].dtype == v.dtype.newbyteorder("<") and back[k].shape == v.shape, k
+        np.testing.assert_array_equal(back[k], v, err_msg=k)
+
+
+def tl_shapes(cfg: dict) -> dict[str, tuple]:
+    """TransformerLens's HookedTransformer parameters (not its buffers) for a config, written out by hand."""
+    d, H, e, f = cfg["d_model"], cfg["n_heads"], cfg["d_head"], cfg["d_mlp"]
+    want = {"embed.W_E": (cfg["d_vocab"], d), "pos_embed.W_pos": (cfg["n_ctx"], d)}
+    for i in range(cfg["n_layers"]):
+        b = f"blocks.{i}"
+        if cfg["normalization_type"] == "LN":
+            want |= {f"{b}.{ln}.{w}": (d,) for ln in ("ln1", "ln2") for w in "wb"}
+        want |= {f"{b}.attn.W_{n}": (H, d, e) for n in "QKV"} | {f"{b}.attn.b_{n}": (H, e) for n in "QKV"}
+        want |= {f"{b}.attn.W_O": (H, e, d), f"{b}.attn.b_O": (d,), f"{b}.mlp.W_in": (d, f), f"{b}.mlp.b_in": (f,),
+                 f"{b}.mlp.W_out": (f, d), f"{b}.mlp.b_out": (d,)}
+    if cfg["normalization_type"] == "LN":
+        want |= {"ln_final.w": (d,), "ln_final.b": (d,)}
+    return want | {"unembed.W_U": (d, cfg["d_vocab_out"]), "unembed.b_U": (cfg["d_vocab_out"],)}
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_export_is_the_run_by_transformerlens_names(export, name):
+    run, out = export(name)
+    sd, _ = read_safetensors(out / "model.safetensors")
+    cfg = json.loads((out / "config.json").read_text())
+    m, task, p = run.config.model, run.task, run.params
+    meta = cfg["miiii"]
+    # config.json: HookedTransformerConfig's keyword arguments, then the miiii section
+    assert cfg == {**cfg, "n_layers": m.n_layers, "d_model": m.d_model, "n_ctx": run.model.n_ctx, "d_head": m.d_head,
+                   "n_heads": m.n_heads, "d_mlp": m.mlp_dim, "d_vocab": task.d_vocab, "act_fn": "relu",
+                   "normalization_type": "LN" if m.layer_norm else None, "positional_embedding_type": "standard",
+                   "attention_dir": "causal" if m.causal else "bidirectional", "default_prepend_bos": False}
+    assert meta["task"] == run.config.task.name and meta["task_names"] == list(task.task_names)
+    assert {k: v.shape for k, v in sd.items()} == tl_shapes(cfg) and all(v.dtype == np.float32 for v in sd.values())
+    # every weight exactly; zeros where this model has none
+    zeros = [k for k in sd if k.split(".")[-1] in ("b_Q", "b_K", "b_V", "b_O", "b_U")]
+    zeros += [] if m.mlp_bias else [k for k in sd if k.endswith(("mlp.b_in", "mlp.b_out"))]
+    zeros += [] if m.pos_embed else ["pos_embed.W_pos"]
+    assert all(not sd[k].any() for k in zeros)
+    same = {"embed.W_E": p["W_E"]} | ({"pos_embed.W_pos": p["W_pos"]} if m.pos_embed else {})
+    for i in range(m.n_layers):
+        b, w = f"blocks.{i}", p[f"blocks_{i}"]
+        same |= {f"{b}.attn.W_{n}": w["attn"][f"W_{n}"] for n in "QKVO"}
+        same |= {f"{b}.mlp.{k}": v for k, v in w["mlp"].items()}
+        if m.layer_norm:
+            same |= {f"{b}.{ln}.{t}": w[ln][k] for ln in ("ln1", "ln2") for t, k in (("w", "scale"), ("b", "bias"))}
+    if m.layer_norm:
+        same |= {"ln_final.w": p["ln_final"]["scale"], "ln_final.b": p["ln_final"]["bias"]}
+    assert set(same) | set(zeros) | {"unembed.W_U"} == set(sd)
+    for k, v in same.items():
+        np.testing.assert_array_equal(sd[k], v, err_msg=k)
+    W_U = sd["unembed.W_U"]
+    if m.tie_head:
+        np.testing.assert_array_equal(W_U, p["W_E"].T)
+    elif m.readout == "all":
+        np.testing.assert_array_equal(W_U, p["W_U"])
+    if m.readout == "all":
+        assert meta["position"] == "all" and "slices" not in meta
+        return
+    # readout "last": each task's own classes, side by side, in slot order, covering d_vocab_out
+    assert meta["position"] == "last" and list(meta["slices"]) == list(task.task_names)
+    spans = list(meta["slices"].values())
+    assert spans[0][0] == 0 and spans[-1][1] == cfg["d_vocab_out"] == int(task.n_classes.sum())
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    for s, (name, cols) in enumerate(split_logits(W_U, meta["slices"]).items()):
+        assert cols.shape[1] == task.n_classes[s], name
+        np.testing.assert_array_equal(cols, p["W_U"][s, :, :task.n_classes[s]], err_msg=name)
+
+
+def test_the_command_writes_the_same_export_and_prints_how_to_load_it(export, tmp_path, capsys):
+    run, out = export("miiii-tiny")
+    assert cli_main(["export-tl", str(run.path), str(tmp_path / "tl")]) == 0
+    assert load_lines(tmp_path / "tl") in capsys.readouterr().out
+    for f in ("model.safetensors", "config.json"):
+        assert (tmp_path / "tl" / f).read_bytes() == (out / f).read_bytes(), f
+    with pytest.raises(SystemExit):
+        cli_main(["export-tl", "--help"])
+    help_text = capsys.readouterr().out
+    assert textwrap.indent(LOAD, "  ") in help_text and "RUN_DIR" in help_text and "OUT_DIR" in help_text
+    readme = (ROOT / "README.md").read_text()
+    assert "### Export to TransformerLens" in readme and LOAD in readme and "make test-tl" in readme
+
+
+def test_bad_input_exits_2_with_one_line(export, tmp_path, capsys):
+    run, _ = export("nanda-tiny")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    (tmp_path / "not-a-run").mkdir()
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text((run.path / "config.json").read_text())
+    cases = [(run.path, full, "not empty"), (tmp_path / "not-a-run", tmp_path / "o1", "not a run directory"),
+             (tmp_path / "missing", tmp_path / "o2", "not a run directory"),
+             (unfinished, tmp_path / "o3", "not a finished run")]
+    for run_dir, out, why in cases:
+        assert cli_main(["export-tl", str(run_dir), str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and len(err.strip().splitlines()) == 1 and why in err, err
+    assert [p.name for p in full.iterdir()] == ["keep.txt"] and (full / "keep.txt").read_text() == "mine"
+    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
+
+
+# ---------------------------------------------------------------- TransformerLens's round trip
+
+
+@pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("name", RUNS)
+def test_transformerlens_computes_what_this_project_computes(export, name):
+    """The README's five lines load the export; on every input (grid tasks: all p^2; addition: the validation
+    split) TransformerLens's logits (at the last position, per task, for the paper's tasks) and every hook point
+    this project names equal run_with_cache's to 1e-5 of their scale."""
+    pytest.importorskip("transformer_lens")
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    run, out = export(name)
+    ns: dict = {}
+    exec(load_lines(out), ns)  # the five lines, as documented
+    model, meta = ns["model"], ns["miiii"]
+    if next(model.parameters()).device.type != "cpu":
+        model = model.to("cpu", print_details=False)
+    weights = load_file(out / "model.safetensors")
+    mine, _ = read_safetensors(out / "model.safetensors")
+    assert list(weights) == list(mine) and all(np.array_equal(weights[k].numpy(), v) for k, v in mine.items())
+    missed = model.load_state_dict(weights, strict=False)  # only TransformerLens's own buffers are left to it
+    assert not missed.unexpected_keys and all(k.endswith((".attn.mask", ".attn.IGNORE")) for k in missed.missing_keys)
+    assert model.cfg.dtype == torch.float32
+
+    x = run.inputs("valid")[:2000] if run.config.task.is_sequence else run.inputs("grid")
+    ours, cache = jax.jit(run.model.run_with_cache)(run.params, x)
+    ours = np.asarray(ours)
+    with torch.set_grad_enabled(False):
+        logits, tl_cache = model.run_with_cache(torch.as_tensor(np.asarray(x), dtype=torch.long))
+    logits = logits.numpy()
+
+    def close(got, want, what):
+        scale = max(float(np.abs(want[np.isfinite(want)]).max()), 1.0)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * scale, err_msg=f"{name}: {what}")
+
+    if meta["position"] == "all":
+        close(logits, ours, "logits")
+    else:
+        assert meta["position"] == "last"
+        for s, (task, got) in enumerate(split_logits(logits[:, -1], meta["slices"]).items()):
+            close(got, ours[:, s, :run.task.n_classes[s]], f"logits of {task}")
+    names = [n for n in run.model.hook_names() if n != "logits"]
+    for n in names:
+        want = np.asarray(cache[n])
+        got = np.broadcast_to(tl_cache[n].numpy(), want.shape)  # hook_pos_embed may come with batch 1
+        close(got, want, n)
