@@ -63,3 +63,20 @@ def test_book_bundle_has_both_implementations_over_five_seeds_and_names_its_comm
     verdicts = re.findall(r"\*\*(holds|does not hold)\*\* \|$", text, re.M)
     assert len(verdicts) == 6  # 2 tasks x 2 implementations + 2 agreements
     assert sum(p.stat().st_size for p in book.rglob("*") if p.is_file() and "runs" not in p.parts) < 10 * 2**20
+
+
+def test_interventions_bundle_has_a_frequency_row_per_task_and_names_its_commit():
+    """results/paper-cpu-interventions backs the README's frequency-ablation result: one row per task of the two
+    runs, each with its loss, and the figures; the commit that made it is clean and in this repository."""
+    bundle = ROOT / "results" / "paper-cpu-interventions"
+    text = (bundle / "results.md").read_text()
+    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
+    assert commit and not commit.group(2)
+    section = text.split("## Which frequencies each task needs")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| nanda |") or line.startswith("| miiii |")]
+    config = json.loads((bundle / "summaries" / "miiii.config.json").read_text())
+    p = config["task"]["p"]
+    n_primes = sum(all(q % d for d in range(2, q)) for q in range(2, p))
+    assert len(rows) == 1 + 1 + n_primes  # nanda's task and its cross-check row, one row per prime q < p
+    for role in ("nanda", "miiii"):
+        assert (bundle / "figures" / f"fig_freq_ablation_{role}.png").is_file()
