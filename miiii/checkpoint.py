@@ -21,7 +21,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from miiii.config import RunConfig
-from miiii.files import io_fault
+from miiii.files import fsync_tree, io_fault
 from miiii.rundir import CKPT, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
@@ -74,6 +74,7 @@ class Checkpoints:
         try:
             self.mgr.save(step, args=ocp.args.StandardSave(host), force=True)
             self.mgr.wait_until_finished()
+            fsync_tree(self.dir / str(step))  # synced before its checksum says it is good
         except OSError as e:
             raise io_fault(self.dir / str(step), e) from None
         kept = {str(s) for s in self.mgr.all_steps()}

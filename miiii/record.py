@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import queue
 import re
 import threading
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
-from miiii.files import RunError, free_bytes, io_fault
+from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, rows_before, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
@@ -341,7 +342,9 @@ class Recorder:
         try:
             if create:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                np.save(self.dir / ACTS_INPUTS, rec.inputs.astype(np.int32))
+                with open(self.dir / ACTS_INPUTS, "wb") as f:
+                    np.save(f, rec.inputs.astype(np.int32))
+                    os.fsync(f.fileno())
             for name, a in rec.arrays.items():
                 path = self.dir / a.file
                 if create:
@@ -355,6 +358,9 @@ class Recorder:
                 del mm
                 row = math.prod(a.shape) * np.dtype(a.dtype).itemsize
                 self.files[name] = (open(path, "r+b"), offset, row)  # noqa: SIM115 - closed in close()
+            if create:
+                fsync_dir(self.dir)
+                fsync_dir(self.run_dir)
         except OSError as e:
             self.close()
             raise self._fault(Path(e.filename or self.dir), e) from None
@@ -419,7 +425,7 @@ class Recorder:
                                for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
 
     def commit(self, step: int, finished: bool) -> None:
-        """Every step < `step` on disk (queued rows written, bytes handed to the OS), then index.json says so."""
+        """Every step < `step` on disk (queued rows written and synced), then index.json says so."""
         self._flush()
         self._write_index(step, finished)
 
@@ -428,7 +434,8 @@ class Recorder:
         self.q.put((step, records))
 
     def _flush(self) -> None:
-        """Wait for queued rows, raise a write error if there was one, and hand the bytes to the OS."""
+        """Wait for queued rows, raise a write error if there was one, and sync the bytes to the disk (index.json,
+        written next, must never claim rows a power loss can take back)."""
         if not self.files:
             return
         self.q.join()
@@ -436,6 +443,7 @@ class Recorder:
         for name, (f, _, _) in self.files.items():
             try:
                 f.flush()
+                os.fsync(f.fileno())
             except OSError as e:
                 raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
 

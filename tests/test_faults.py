@@ -1,0 +1,92 @@
+"""Issue 16's faults, one test (or a few) each: durable writes, export-adder, claims and races, damaged
+checkpoints, failed saves, start-up interrupts, sizes validated before anything is written, integrity, messages."""
+
+from __future__ import annotations
+
+import os
+
+import _runhelp  # noqa: F401 - the session's compilation cache
+import numpy as np
+import pytest
+
+import miiii.files
+from miiii.config import apply_overrides
+from miiii.files import save_npz_atomic, write_json_atomic
+from miiii.presets import get_preset
+from miiii.runner import train_run
+
+# a run of a few seconds that records, checkpoints twice and finishes
+TINY = ["--preset", "nanda-tiny", "--steps", "24", "--set", "chunk=12", "--set", "ckpt.every=12", "--set", "p=23",
+        "--set", "valid_size=50", "--set", "d_model=32", "--set", "record.every=5"]
+TINY_CFG = apply_overrides(get_preset("nanda-tiny"), ["steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50",
+                                                      "d_model=32", "record.every=5"])
+
+# ---------------------------------------------------------------- durability (files.py)
+
+
+def _fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.mark.parametrize("write", ["json", "npz"])
+def test_atomic_write_fsyncs_the_file_then_renames_then_fsyncs_the_directory(tmp_path, monkeypatch, write):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append(("fsync", _fd_path(fd)))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        calls.append(("replace", str(src), str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(miiii.files.os, "fsync", fsync)
+    monkeypatch.setattr(miiii.files.os, "replace", replace)
+    path = tmp_path / ("x.json" if write == "json" else "x.npz")
+    if write == "json":
+        write_json_atomic(path, {"a": 1})
+    else:
+        save_npz_atomic(path, a=np.arange(3))
+    renames = [c for c in calls if c[0] == "replace"]
+    assert len(renames) == 1 and renames[0][2] == str(path), calls
+    tmp = renames[0][1]
+    i = calls.index(renames[0])
+    assert ("fsync", tmp) in calls[:i], f"the temp file is not fsynced before the rename: {calls}"
+    assert ("fsync", str(tmp_path)) in calls[i + 1:], f"the directory is not fsynced after the rename: {calls}"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+class _Unconvertible:
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("cannot convert")
+
+
+def test_a_write_that_raises_leaves_no_partial_file_and_keeps_the_old_one(tmp_path):
+    path = tmp_path / "m.npz"
+    save_npz_atomic(path, a=np.arange(3))
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):  # the first array is written, the second raises
+        save_npz_atomic(path, a=np.arange(1000), b=_Unconvertible())
+    with pytest.raises(TypeError):
+        write_json_atomic(tmp_path / "j.json", {"a": list(range(1000)), "b": object()})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"] and path.read_bytes() == before
+
+
+def test_a_checkpoint_syncs_activations_and_the_orbax_step_before_the_index_and_checksum_claim_them(tmp_path,
+                                                                                                   monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync", _fd_path(fd))), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append(("replace", str(b))), real_replace(a, b))[1])
+    run = tmp_path / "run"
+    train_run(TINY_CFG, run, progress=False)
+    last_index = max(i for i, c in enumerate(calls) if c == ("replace", str(run / "acts" / "index.json")))
+    synced = {c[1] for c in calls[:last_index] if c[0] == "fsync"}
+    acts = [str(p) for p in (run / "acts").glob("*.npy")]
+    assert acts and set(acts) <= synced, "activation rows are not synced before index.json claims them"
+    last_meta = max(i for i, c in enumerate(calls) if c == ("replace", str(run / "ckpt.json")))
+    synced = {c[1] for c in calls[:last_meta] if c[0] == "fsync"}
+    step = run / "ckpt" / "24"
+    files = [str(p) for p in step.rglob("*") if p.is_file()]
+    assert files and set(files) <= synced and str(step) in synced, "the checkpoint is not synced before its checksum"
