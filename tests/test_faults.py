@@ -4,6 +4,8 @@ checkpoints, failed saves, start-up interrupts, sizes validated before anything 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import _runhelp  # noqa: F401 - the session's compilation cache
 import numpy as np
@@ -90,3 +92,43 @@ def test_a_checkpoint_syncs_activations_and_the_orbax_step_before_the_index_and_
     step = run / "ckpt" / "24"
     files = [str(p) for p in step.rglob("*") if p.is_file()]
     assert files and set(files) <= synced and str(step) in synced, "the checkpoint is not synced before its checksum"
+
+
+# ---------------------------------------------------------------- export-adder
+
+
+@pytest.fixture(scope="module")
+def adder_run(tmp_path_factory) -> Path:
+    """An untrained addition run directory (config.json, params.npz): what export-adder reads."""
+    from miiii.rundir import flatten_params
+    from miiii.tasks import make_task
+    from miiii.train import make_trainer
+
+    cfg = apply_overrides(get_preset("addition"), ["n_train=64", "n_valid=32", "steps=1"])
+    path = tmp_path_factory.mktemp("adder") / "run"
+    path.mkdir()
+    (path / "config.json").write_text(cfg.to_json())
+    np.savez(path / "params.npz", **flatten_params(make_trainer(cfg, make_task(cfg.task)).init(1).params))
+    return path
+
+
+INJECT = 'x"""+str(open("PWNED", "w").close())+"""'
+
+
+@pytest.mark.parametrize("name", [INJECT, "back\\Nslash", "new\nline", "{brace}'quote'\"\"\"\\"],
+                         ids=["injection", "backslash-N", "newline", "quotes"])
+def test_export_adder_puts_the_run_name_in_as_a_literal(tmp_path, monkeypatch, adder_run, name):
+    """A run directory's name is data: it can neither run code nor stop the module from importing."""
+    from _runhelp import load_module
+
+    from miiii.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / name
+    shutil.copytree(adder_run, run)
+    assert main(["export-adder", str(run), str(tmp_path / "adder.py")]) == 0
+    mod = load_module(tmp_path / "adder.py")
+    assert not (tmp_path / "PWNED").exists(), "importing the exported module ran code from the run's name"
+    assert mod.RUN == name
+    model, meta = mod.build_model()
+    assert meta["params"] > 0 and mod.forward(model, np.array([1, 2, 10, 3, 4, 11])).shape == (6, 14)
