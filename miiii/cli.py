@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
                         "add(model, a, b) -> int, numpy only.")
     ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
-    ex.add_argument("out", type=Path, help="the Python file to write")
+    ex.add_argument("out", type=Path, help="the Python file to write (not an existing one, unless --force; never a "
+                    "file of a run)")
+    ex.add_argument("--force", action="store_true", help="replace OUT if it exists (never a run's own file)")
     return ap
 
 
@@ -89,7 +91,7 @@ def cmd_book(args) -> int:
 def cmd_export_adder(args) -> int:
     from miiii.export import export_adder
 
-    meta = export_adder(args.run_dir, args.out)
+    meta = export_adder(args.run_dir, args.out, force=args.force)
     print(f"wrote {args.out}: {meta['name']}, {meta['params']:,} parameters")
     return 0
 

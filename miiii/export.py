@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError
-from miiii.rundir import load_run
+from miiii.files import RunError, write_text_atomic
+from miiii.rundir import load_run, run_owning
 from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
@@ -116,8 +117,23 @@ def unique_param_count(flat: dict[str, np.ndarray]) -> int:
     return int(sum(v.size for v in flat.values()))
 
 
-def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = None) -> dict:
-    """Write the submission module for a trained addition run; returns its metadata."""
+def check_output(out: Path, force: bool) -> None:
+    """Refuse an output that would destroy something: a run's own file (even with --force) or any existing file
+    without --force."""
+    owner = run_owning(out)
+    if owner is not None:
+        raise ConfigError(f"{out} is a file of the run {owner}; write the module somewhere else")
+    if out.is_dir():
+        raise ConfigError(f"{out} is a directory; name the .py file to write")
+    if (out.exists() or out.is_symlink()) and not force:
+        raise ConfigError(f"{out} already exists; choose another name, or --force to replace it")
+
+
+def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = None, force: bool = False) -> dict:
+    """Write the submission module for a trained addition run; returns its metadata. Nothing is written unless
+    every check passes; `force` replaces an existing file that is not part of a run."""
+    out = Path(out_path)
+    check_output(out, force)
     run = load_run(run_dir)
     cfg = run.config
     if cfg.task.name != "addition":
@@ -157,7 +173,9 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     text = _TEMPLATE.format(name=metadata["name"], n=n, run=Path(run_dir).name, config=json.dumps(config),
                             weights=base64.b64encode(buf.getvalue()).decode("ascii"),
                             plus=PLUS, equals=EQUALS, eos=EOS)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out, text)
+    except OSError as e:
+        raise RunError(f"writing {out} failed: {e.strerror or e}") from None
     return metadata

@@ -63,6 +63,11 @@ def write_json_atomic(path: Path, obj) -> None:
     _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(text))
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    data = text.encode()
+    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
+
+
 def save_npz_atomic(path: Path, **arrays) -> None:
     _atomic(path, path.with_suffix(".tmp.npz"), lambda f: np.savez(f, **arrays))
 

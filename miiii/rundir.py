@@ -32,6 +32,7 @@ from miiii.files import io_fault, save_npz_atomic, write_json_atomic
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
+RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK)  # a run's own names, at its top
 METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
 
 
@@ -42,6 +43,16 @@ def rows_before(step, every: int):
 
 
 # ---------------------------------------------------------------- writing
+
+
+def run_owning(path: Path) -> Path | None:
+    """The run directory of which `path` is one of the files (config.json, metrics.npz, anything under acts/ or
+    ckpt/, ...; the run directory itself too), followed through symlinks; None if it is no run's."""
+    for p in {Path(path).absolute(), Path(path).resolve()}:
+        for d in (p, *p.parents):
+            if (d / CONFIG).is_file() and (d == p or p.relative_to(d).parts[0] in RUN_FILES):
+                return d
+    return None
 
 
 def check_new(run_dir: Path) -> None:

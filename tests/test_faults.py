@@ -132,3 +132,29 @@ def test_export_adder_puts_the_run_name_in_as_a_literal(tmp_path, monkeypatch, a
     assert mod.RUN == name
     model, meta = mod.build_model()
     assert meta["params"] > 0 and mod.forward(model, np.array([1, 2, 10, 3, 4, 11])).shape == (6, 14)
+
+
+def test_export_adder_refuses_to_overwrite(tmp_path, adder_run, capsys):
+    """An existing output only with --force; a run's own files never, --force or not. Exit 2, one line."""
+    from miiii.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(adder_run, run)
+    (run / "acts").mkdir()
+    (run / "acts" / "W_E.npy").write_bytes(b"rows")
+    before = _runhelp.tree_digest(tmp_path)
+    refused = [(run / "config.json", []), (run / "config.json", ["--force"]), (run / "params.npz", ["--force"]),
+               (run / "acts" / "W_E.npy", ["--force"]), (run / "summary.json", ["--force"]), (run, ["--force"])]
+    for out, force in refused:
+        assert main(["export-adder", str(run), str(out), *force]) == 2, out
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert _runhelp.tree_digest(tmp_path) == before
+    mine = tmp_path / "mine.py"
+    mine.write_text("keep me")
+    assert main(["export-adder", str(run), str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "--force" in err and len(err.strip().splitlines()) == 1 and mine.read_text() == "keep me"
+    assert main(["export-adder", str(run), str(mine), "--force"]) == 0
+    assert "def add(" in mine.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py", "run"]  # no temp file left
