@@ -13,7 +13,7 @@ import numpy as np
 
 
 class RunError(RuntimeError):
-    """A run that stopped on a fault it cannot fix (disk full, write error); the directory stays resumable."""
+    """A run that stopped on a fault it cannot fix (disk full, write error); the message says what is left."""
 
 
 def free_bytes(path: Path) -> int:
@@ -24,10 +24,16 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(p).free
 
 
-def io_fault(path: Path, e: OSError) -> RunError:
-    """The RunError for a failed write: names the file, the reason and the free space, says how to go on."""
-    return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(Path(path).parent):,} bytes free on that "
-                    "disk); the run stopped and can be resumed from its last checkpoint with --resume once fixed")
+def io_fault(path: Path, e: OSError | str) -> RunError:
+    """The RunError for a failed write: names the file, the reason and the free space. What is left of the run
+    (a checkpoint to resume from, or nothing) is added by the caller that knows it (`then`)."""
+    reason = e if isinstance(e, str) else e.strerror or str(e)
+    return RunError(f"writing {path} failed: {reason} ({free_bytes(Path(path).parent):,} bytes free on that disk)")
+
+
+def then(e: RunError, what_is_left: str) -> RunError:
+    """`e` with what is left of the run appended (one line)."""
+    return RunError(f"{e}; {what_is_left}")
 
 
 def fsync_dir(path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
-from miiii.files import io_fault, save_npz_atomic, write_json_atomic
+from miiii.files import RunError, io_fault, save_npz_atomic, then, write_json_atomic
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
@@ -56,7 +57,11 @@ def run_owning(path: Path) -> Path | None:
 
 
 def check_new(run_dir: Path) -> None:
-    """Refuse to write into a directory that already holds anything (no earlier run is overwritten)."""
+    """Refuse to write into a directory that already holds anything (no earlier run is overwritten). A quick
+    check before the config is built; `Claim` checks again under the lock."""
+    if run_dir.is_symlink() and not run_dir.exists():
+        raise ConfigError(f"run directory {run_dir} is a symlink to nothing ({os.readlink(run_dir)}); "
+                          "choose another --run-dir")
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise ConfigError(f"run directory {run_dir} already exists and is not empty; choose another --run-dir")
 
@@ -78,6 +83,14 @@ class RunLock:
             self.f.close()
             raise ConfigError(f"{self.path.parent} is being written by another live process (pid {pid}); "
                               "wait for it to finish or stop it (Ctrl-C), then --resume") from None
+        try:  # a start-up that failed removes its .lock: a lock taken on that unlinked file guards nothing
+            same = os.stat(self.path).st_ino == os.fstat(self.f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self.f.close()
+            raise ConfigError(f"{self.path.parent} was removed by another process while this one opened it; "
+                              "try again")
         self.f.seek(0)
         self.f.truncate()
         self.f.write(str(os.getpid()))
@@ -87,6 +100,115 @@ class RunLock:
     def __exit__(self, *exc):
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
+
+
+def unstarted(run_dir: Path) -> bool:
+    """A directory that a `train` left before its first checkpoint was recorded (killed during start-up):
+    config.json and at most what start-up writes before ckpt.json (acts/, checkpoint 0 or a temp folder, a
+    metrics.npz of no step), and nothing that says a step was trained. `--resume` starts it over."""
+    run_dir = Path(run_dir)
+    names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    if CONFIG not in names or not names <= {CONFIG, LOCK, ACTS, CKPT, METRICS}:
+        return False
+    ckpt = run_dir / CKPT
+    if ckpt.is_dir() and any(p.name != "0" and ".orbax-checkpoint-tmp" not in p.name for p in ckpt.iterdir()):
+        return False
+    if METRICS in names:
+        try:
+            with np.load(run_dir / METRICS) as z:
+                return len(z["step"]) == 0
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return True  # a metrics.npz cut short by the kill: step 0's, the only one written before ckpt.json
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+class Claim:
+    """A new run's hold on its directory, taken before the slow start-up: created (or found empty), locked, and
+    found empty again under the lock, so of two `train`s into one directory the second is refused even when
+    both passed `check_new` before either wrote. `restart`: a directory left `unstarted`, emptied but for its
+    config.json (`--resume` starts it over).
+
+    Until `keep()` (called once the step-0 checkpoint is written) any exception removes what the claim made (the
+    directory and the parents it created; for a restart, everything but config.json), and a RunError or an
+    interrupt says so."""
+
+    def __init__(self, run_dir: Path, restart: bool = False):
+        self.run_dir, self.restart, self.kept, self.made = Path(run_dir), restart, False, []
+
+    def __enter__(self):
+        d = self.run_dir
+        missing, p = [], d.absolute()
+        while not p.exists() and not p.is_symlink():
+            missing.append(p)
+            p = p.parent
+        try:
+            for p in reversed(missing):
+                try:
+                    os.mkdir(p)
+                    self.made.append(p)
+                except FileExistsError:
+                    pass
+            if not d.is_dir():
+                raise ConfigError(f"run directory {d} is not a directory; choose another --run-dir")
+            lock_existed = (d / LOCK).exists()
+            self.lock = RunLock(d).__enter__()
+        except OSError as e:
+            self._remove_made()
+            raise ConfigError(f"cannot create the run directory {d}: {e.strerror or e}") from None
+        if self.restart and not unstarted(d):
+            self.lock.__exit__()
+            raise ConfigError(f"{d} changed while --resume started it over; look at it, then try again")
+        others = [p for p in d.iterdir() if p.name not in ({LOCK, CONFIG} if self.restart else {LOCK})]
+        if self.restart:
+            for p in others:
+                _remove(p)
+        elif others:
+            if not lock_existed:
+                (d / LOCK).unlink(missing_ok=True)
+            self.lock.__exit__()
+            raise ConfigError(f"run directory {d} already exists and is not empty (another process wrote into it "
+                              "just now); choose another --run-dir")
+        return self
+
+    def keep(self) -> None:
+        """The directory holds a resumable run now: an exception no longer removes it."""
+        self.kept = True
+
+    def _remove_made(self) -> None:
+        for p in reversed(self.made):
+            try:
+                p.rmdir()
+            except OSError:
+                break  # someone else wrote there since
+
+    def __exit__(self, typ, exc, tb):
+        if exc is None or self.kept:
+            self.lock.__exit__()
+            return None
+        d = self.run_dir
+        keep = {LOCK, CONFIG} if self.restart else {LOCK}
+        for p in list(d.iterdir()):
+            if p.name not in keep:
+                _remove(p)
+        if not self.restart:
+            (d / LOCK).unlink(missing_ok=True)  # before the lock is released: see RunLock
+        self.lock.__exit__()
+        if not self.restart:
+            self._remove_made()
+        left = (f"{d} holds only its config.json again; start it over with --resume" if self.restart else
+                f"{d} was removed" if not d.exists() else f"{d} is empty again")
+        if isinstance(exc, KeyboardInterrupt):
+            raise type(exc)(f"interrupted before the first checkpoint: nothing was kept ({left})") from None
+        if isinstance(exc, RunError):
+            raise then(exc, f"the run stopped before its first checkpoint: nothing was kept ({left})") from None
+        return None
 
 
 def _written(path: Path, write, *args, **kwargs) -> None:

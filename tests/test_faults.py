@@ -3,8 +3,12 @@ checkpoints, failed saves, start-up interrupts, sizes validated before anything 
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import _runhelp  # noqa: F401 - the session's compilation cache
@@ -158,3 +162,102 @@ def test_export_adder_refuses_to_overwrite(tmp_path, adder_run, capsys):
     assert main(["export-adder", str(run), str(mine), "--force"]) == 0
     assert "def add(" in mine.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py", "run"]  # no temp file left
+
+
+# ---------------------------------------------------------------- claims, races, start-up
+
+
+@functools.cache
+def tiny_reference() -> Path:
+    """TINY trained without interruption (once per session): what every resumed TINY run must equal."""
+    d = Path(tempfile.mkdtemp(prefix="miiii-tiny-ref-"))
+    atexit.register(shutil.rmtree, d, True)
+    train_run(TINY_CFG, d / "run", progress=False)
+    return d / "run"
+
+
+def test_a_second_train_into_a_directory_being_started_is_refused(tmp_path, monkeypatch, capsys):
+    """Both pass the emptiness check; the one still building its model held the directory first and wins."""
+    import miiii.runner
+    from miiii.cli import main
+
+    run = tmp_path / "run"
+    real_build, inner = miiii.runner.build, []
+
+    def slow_build(cfg, task):  # while the first is building, a fast second `train` into the same directory
+        if not inner:
+            inner.append(None)
+            inner[0] = main(["train", *TINY, "--run-dir", str(run), "--no-progress"])
+        return real_build(cfg, task)
+
+    monkeypatch.setattr(miiii.runner, "build", slow_build)
+    assert main(["train", *TINY, "--run-dir", str(run), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert inner == [2], "the second train into a directory being started was not refused"
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and str(run) in errors[0] and "Traceback" not in err, err
+    _runhelp.assert_same_run(tiny_reference(), run)
+
+
+def test_a_start_up_that_fails_leaves_nothing_and_says_so(tmp_path, monkeypatch, capsys):
+    """A write error before the first checkpoint: the directory is removed, and the message does not promise a
+    checkpoint that does not exist."""
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    from miiii.cli import main
+
+    def broken_disk(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", broken_disk)  # the step-0 checkpoint cannot be written
+    run = tmp_path / "deep" / "run"
+    assert main(["train", *TINY, "--run-dir", str(run), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: writing ") and "Input/output error" in last and "Traceback" not in err, err
+    assert "can be resumed" not in err and "last checkpoint" not in err and "nothing was kept" in last, last
+    assert list(tmp_path.iterdir()) == [], "a failed start-up left files"
+
+
+def test_ctrl_c_during_start_up_exits_130_and_leaves_a_directory_train_can_use(tmp_path):
+    """SIGINT after config.json exists and before the step-0 checkpoint (while XLA compiles: no compilation
+    cache here): exit 130, one message, no traceback, and the directory is gone, so `train` into it works."""
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")} | {"PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "miiii", "train", "--no-progress", *TINY, "--run-dir", str(run)],
+                            cwd=_runhelp.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (run / "config.json").exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.002)
+    assert not (run / "ckpt.json").exists()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "nothing was kept" in err, err
+    assert not run.exists(), sorted(p.name for p in run.iterdir())  # so `train --run-dir` into it starts afresh
+
+
+def test_a_start_up_killed_outright_is_started_over_by_resume(tmp_path, capsys):
+    """What SIGKILL during start-up leaves (config.json, the lock file, preallocated acts/, a checkpoint 0 with no
+    checksum): --resume trains it from scratch, equal to an uninterrupted run."""
+    from miiii.cli import main
+    from miiii.rundir import write_config
+
+    run = tmp_path / "run"
+    (run / "acts").mkdir(parents=True)
+    write_config(run, TINY_CFG)
+    (run / ".lock").write_text("12345")
+    (run / "acts" / "W_E.npy").write_bytes(b"\x93NUMPY half-written")
+    (run / "ckpt" / "0.orbax-checkpoint-tmp-1").mkdir(parents=True)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert "starting it over" in capsys.readouterr().err
+    _runhelp.assert_same_run(tiny_reference(), run)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0  # a finished run: nothing to do
+    assert "already finished" in capsys.readouterr().err
+
