@@ -58,6 +58,7 @@ class Checkpoints:
         self.mgr = ocp.CheckpointManager(
             self.dir.absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False),
+            item_handlers=ocp.StandardCheckpointHandler(),  # one item: not guessed from the newest step's folder
         )
 
     def checksums(self) -> dict[str, str]:

@@ -261,3 +261,34 @@ def test_a_start_up_killed_outright_is_started_over_by_resume(tmp_path, capsys):
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0  # a finished run: nothing to do
     assert "already finished" in capsys.readouterr().err
 
+
+# ---------------------------------------------------------------- damaged checkpoints, failed saves
+
+
+class Crash(Exception):
+    pass
+
+
+def crashed_tiny(tmp_path: Path, at: int = 24) -> Path:
+    """TINY stopped after its checkpoint at step `at` (checkpoints 0, 12, 24), as if the process had died."""
+
+    def crash(step):
+        if step == at:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train_run(TINY_CFG, tmp_path / "run", progress=False, on_chunk=crash)
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("damage", ["no-default-folder", "empty-step-folder"])
+def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, capsys, damage):
+    from miiii.cli import main
+
+    run = crashed_tiny(tmp_path)
+    shutil.rmtree(run / "ckpt" / "24" / ("default" if damage == "no-default-folder" else ""))
+    (run / "ckpt" / "24").mkdir(exist_ok=True)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoint 24" in err and "from step 12" in err and "Traceback" not in err, err
+    _runhelp.assert_same_run(tiny_reference(), run)
