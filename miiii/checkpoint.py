@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import re
 from pathlib import Path
 
 import jax
@@ -25,7 +27,9 @@ from miiii.files import fsync_tree, io_fault
 from miiii.rundir import CKPT, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
-logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO
+# orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also
+# reaches Checkpoints.save as an exception, which the run reports in one line
+logging.getLogger("absl").setLevel(logging.CRITICAL)
 
 
 def to_host(state: TrainState) -> TrainState:
@@ -46,6 +50,15 @@ def checksum(host: TrainState) -> str:
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def store_error(e: Exception) -> str:
+    """tensorstore's error (a ValueError of several lines naming temp files) -> its reason in a few words."""
+    text = str(e)
+    code = re.search(r"os_error_code='(\d+)'", text)
+    if code:
+        return os.strerror(int(code.group(1)))
+    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 class Checkpoints:
@@ -78,6 +91,8 @@ class Checkpoints:
             fsync_tree(self.dir / str(step))  # synced before its checksum says it is good
         except OSError as e:
             raise io_fault(self.dir / str(step), e) from None
+        except ValueError as e:  # tensorstore's write errors (RESOURCE_EXHAUSTED: disk full, OUT_OF_RANGE: ulimit -f)
+            raise io_fault(self.dir / str(step), store_error(e)) from None
         kept = {str(s) for s in self.mgr.all_steps()}
         sums = {k: v for k, v in self.checksums().items() if k in kept} | {str(step): checksum(host)}
         write_ckpt_meta(self.run_dir, sums, self.cfg)

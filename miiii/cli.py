@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -198,21 +199,41 @@ def cmd_figures(args) -> int:
     return 0
 
 
+def _unraisable(u) -> None:
+    """sys.unraisablehook of the command-line process: drop the noise that follows an outcome already reported in
+    one line (a Ctrl-C while Python shuts down; tensorstore's callbacks into orbax's closed event loop after a
+    failed checkpoint write), pass anything else on."""
+    if issubclass(u.exc_type, KeyboardInterrupt) or (
+            issubclass(u.exc_type, RuntimeError) and "Event loop is closed" in str(u.exc_value)):
+        return
+    sys.__unraisablehook__(u)
+
+
+def one_line(msg: str) -> str:
+    """A message as one line: control characters (a newline in a value or a path) shown escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in msg)
+
+
 def main(argv=None) -> int:
+    """Run one command; `argv` None: this process's own command line (its exit is kept quiet too)."""
     args = build_parser().parse_args(argv)
+    if argv is None:
+        sys.unraisablehook = _unraisable
+    msg = None
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "book": cmd_book, "export-adder": cmd_export_adder}
-        return commands[args.command](args)
+        rc = commands[args.command](args)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        rc, msg = 2, f"error: {e}"
     except FloatingPointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except RunError as e:  # disk full, write errors: the run stopped and stays resumable
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        rc, msg = 1, f"error: {e}"
+    except RunError as e:  # disk full, write errors: the message says what is left of the run
+        rc, msg = 1, f"error: {e}"
     except KeyboardInterrupt as e:
-        print(str(e) or "interrupted", file=sys.stderr)
-        return 130
+        rc, msg = 130, str(e) or "interrupted"
+    if argv is None:  # the command is over: a Ctrl-C while Python shuts down has nothing left to stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if msg is not None:
+        print(one_line(msg), file=sys.stderr)
+    return rc

@@ -281,14 +281,99 @@ def crashed_tiny(tmp_path: Path, at: int = 24) -> Path:
     return tmp_path / "run"
 
 
-@pytest.mark.parametrize("damage", ["no-default-folder", "empty-step-folder"])
-def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, capsys, damage):
+@pytest.mark.parametrize("damage", ["no-default-folder", "empty-step-folder", "truncated-data-file"])
+def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, capfd, damage):
     from miiii.cli import main
 
     run = crashed_tiny(tmp_path)
-    shutil.rmtree(run / "ckpt" / "24" / ("default" if damage == "no-default-folder" else ""))
-    (run / "ckpt" / "24").mkdir(exist_ok=True)
+    step = run / "ckpt" / "24"
+    if damage == "truncated-data-file":
+        data = max((p for p in step.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 3])
+    else:
+        shutil.rmtree(step / ("default" if damage == "no-default-folder" else ""))
+        step.mkdir(exist_ok=True)
+    capfd.readouterr()
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "checkpoint 24" in err and "from step 12" in err and "Traceback" not in err, err
     _runhelp.assert_same_run(tiny_reference(), run)
+
+
+def _tensorstore_error(code: int) -> ValueError:
+    """What tensorstore raises when a write fails (errno `code`), as orbax passes it on."""
+    return ValueError(f'RESOURCE_EXHAUSTED: Error writing "params.W_E/0.0" in OCDBT database at local file '
+                      f'"/x/ckpt/12.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp/ocdbt.process_0/": Failed to '
+                      f"write 4096 bytes to file 19 [os_error_code='{code}']")
+
+
+def test_a_checkpoint_write_that_tensorstore_fails_is_one_error_line_and_resumable(tmp_path, monkeypatch, capfd):
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    from miiii.cli import main
+
+    real, calls = ocp.CheckpointManager.save, []
+
+    def full_disk(self, step, *args, **kwargs):
+        calls.append(step)
+        if step == 12:
+            raise _tensorstore_error(errno.ENOSPC)
+        return real(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full_disk)
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--run-dir", str(run), "--no-progress"]) == 1
+    err = capfd.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and sum(ln.startswith("error:") for ln in err.splitlines()) == 1, err
+    assert last.startswith(f"error: writing {run / 'ckpt' / '12'} failed: No space left on device"), last
+    assert "checkpoint (step 0)" in last and "--resume" in last
+    monkeypatch.undo()  # space freed
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    _runhelp.assert_same_run(tiny_reference(), run)
+
+
+def test_a_file_size_limit_stops_the_run_with_one_line_and_it_resumes(tmp_path, capfd):
+    """`ulimit -f` (RLIMIT_FSIZE, SIGXFSZ ignored) below a checkpoint's data file, in a real process: tensorstore
+    fails from its threads; the process says so in one line, exit 1, and the run resumes from checkpoint 0."""
+    import shlex
+    import subprocess
+    import sys
+
+    from miiii.cli import main
+
+    run = tmp_path / "run"
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": _runhelp.CACHE,
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.5"}
+    train = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "miiii", "train", "--no-progress", *TINY,
+                                              "--run-dir", str(run)])
+    # 146 KiB: the acts files fit, checkpoint 12 does not; SIGXFSZ ignored, so writes fail with EFBIG
+    res = subprocess.run(["bash", "-c", f"trap '' XFSZ; ulimit -f 146; exec {train}"], cwd=_runhelp.ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 2 and lines[0].startswith("recording:"), res.stderr
+    assert lines[1].startswith("error: writing ") and "File too large" in lines[1] and "--resume" in lines[1]
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "from step" in err, err
+    _runhelp.assert_same_run(tiny_reference(), run)
+
+
+def test_a_second_ctrl_c_while_the_process_exits_prints_nothing_more(tmp_path):
+    import signal
+
+    run = tmp_path / "run"
+    proc = _runhelp.start_cli([*TINY, "--steps", "2400", "--run-dir", str(run)])
+    _runhelp.wait_for_checkpoint(run, proc, at_least=12)
+    proc.send_signal(signal.SIGINT)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("interrupted"):  # the command is over; the interpreter is shutting down
+            for _ in range(3):
+                proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    err = "".join(lines)
+    assert proc.returncode == 130 and "Exception ignored" not in err and "Traceback" not in err, err
