@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass, field, fields, replace
@@ -209,6 +210,13 @@ def sweepable(section: str) -> tuple[str, ...]:
     return tuple(name for sec, _, name in (k.partition(".") for k in SWEEPABLE) if sec == section)
 
 
+def shown(value, limit: int = 80) -> str:
+    """A user's value as a message echoes it: control characters escaped (the message stays one line), at most
+    `limit` characters (a 100,000-character value is not printed back whole)."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # ---------------------------------------------------------------- overrides
 
 
@@ -265,6 +273,9 @@ def parse_value(sec: str, name: str, text: str):
         raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{text}'") from None
 
 
+MAX_RANGE = 2**20  # values an a:b range of --set may hold (MLP neurons: this model's widths are far below)
+
+
 def _parse_tuple(key: str, elem: type, text: str) -> tuple:
     """Comma-separated values; for ints also `a:b` ranges (`0:4,9` -> 0, 1, 2, 3, 9). Empty text -> ()."""
     out: list = []
@@ -272,13 +283,17 @@ def _parse_tuple(key: str, elem: type, text: str) -> tuple:
         if not part:
             continue
         try:
-            if elem is int and ":" in part:
-                lo, _, hi = part.partition(":")
-                out.extend(range(int(lo), int(hi)))
-            else:
-                out.append(elem(part))
+            lo, colon, hi = part.partition(":")
+            span = range(int(lo), int(hi)) if elem is int and colon else None
+            value = None if span is not None else elem(part)
         except ValueError:
-            raise ConfigError(f"{key} takes comma-separated {elem.__name__}s, not '{text}'") from None
+            raise ConfigError(f"{key} takes comma-separated {elem.__name__}s, not '{shown(text)}'") from None
+        if span is None:
+            out.append(value)
+        elif len(span) > MAX_RANGE:  # checked before a list of them is built
+            raise ConfigError(f"{key}: the range {shown(part)} holds {len(span):,} values, more than {MAX_RANGE:,}")
+        else:
+            out.extend(span)
     return tuple(out)
 
 
@@ -296,9 +311,75 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
 # ---------------------------------------------------------------- validation
 
 
+INT32 = 2**31  # the step counter, scan lengths and XLA's indices are int32
+SEED_FIELDS = ("task.split_seed", "task.train_seed", "task.valid_seed", "task.basis_seed", "train.seed")
+
+
+def check_ranges(cfg: RunConfig) -> None:
+    """Every integer within int32 (a larger one passes the checks below, then overflows inside a jitted step after
+    the run directory is written); seeds in [0, 2**32), where jax and numpy take them (jax.random.key wraps 2**32
+    silently to seed 0, numpy refuses negative seeds)."""
+    for sec, typ in SECTIONS.items():
+        for f in fields(typ):
+            v, key = getattr(getattr(cfg, sec), f.name), f"{sec}.{f.name}"
+            if not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if key in SEED_FIELDS and not 0 <= v < 2**32:
+                raise ConfigError(f"{key} = {v} must lie in [0, 2**32)")
+            if key not in SEED_FIELDS and not -INT32 < v < INT32:
+                raise ConfigError(f"{key} = {v} is too large: it must be below 2**31 = {INT32:,}")
+
+
+GiB = 1 << 30
+
+
+def host_memory() -> int:
+    """Bytes of memory on this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
+    """Bytes one run needs at the least, by what needs them, from the config alone: the parameters with AdamW's two
+    moments, the gradient and grokfast's state; the per-step metrics the host keeps for the whole run; the datasets;
+    one MLP activation of a training batch. A floor, to refuse sizes no machine holds before anything is built
+    (recordings are checked exactly against --record-budget once the model's shapes are known)."""
+    t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    if t.is_sequence:
+        vocab = out = 14  # tasks.BOOK_VOCAB
+        n_ctx, tasks, samples = m.n_ctx or t.seq_len, 1, t.n_train + t.n_valid
+        n_train, slots = t.n_train, t.seq_len
+    else:
+        qs = [q for q in range(2, t.p) if is_prime(q)] if t.name == "miiii" else [t.p]
+        vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), t.p * t.p
+        n_train, slots = int(t.train_frac * samples), len(qs)
+    d = m.d_model
+    params = (vocab + n_ctx) * d + m.n_layers * (4 * d * d + 2 * d * m.mlp_dim) + d * out
+    extra = {"none": 0, "ema": 1, "ma": o.window}.get(o.grokfast, 0)
+    batch = min(tr.batch_size or n_train, n_train)
+    return params * 4 * (4 + extra), {
+        "metrics": tr.steps * (3 + 4 * tasks) * 4, "data": samples * (n_ctx + slots) * 4,
+        "activations": batch * n_ctx * m.mlp_dim * 4}
+
+
+def check_memory(cfg: RunConfig, members: int = 1) -> None:
+    """Refuse a run (or `members` runs of a sweep, which share the data) that cannot fit in this machine's memory."""
+    state, rest = memory_floor(cfg)
+    need = {"parameters and optimizer state": state * members, "per-step metrics": rest["metrics"] * members,
+            "datasets": rest["data"], "activations": rest["activations"] * members}
+    total, have = sum(need.values()), host_memory()
+    if total > have:
+        parts = ", ".join(f"{k} {v / GiB:,.1f} GiB" for k, v in need.items() if v > 0.01 * total)
+        raise ConfigError(
+            f"{'this run needs' if members == 1 else f'these {members:,} runs need'} at least {total / GiB:,.1f} GiB "
+            f"of memory ({parts}), more than this machine's {have / GiB:,.1f} GiB; lower model.d_model, "
+            "model.d_mlp, model.n_layers, optim.window (grokfast ma), train.steps, train.batch_size, the task's "
+            "size" + (" or the number of seeds and grid points" if members > 1 else ""))
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Reject configs that cannot run, with a message that names the fix."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    check_ranges(cfg)
     if t.name not in TASKS:
         raise ConfigError(f"unknown task '{t.name}'; choose one of: {', '.join(TASKS)}")
     if t.variant not in VARIANTS:
@@ -311,10 +392,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"task.loss_over_tasks = '{t.loss_over_tasks}': choose mean or sum")
     if not t.is_sequence:
         least = 3 if t.name == "nanda" else 5
+        if t.p > 1000:  # before the primality test, whose trial division would take years at p = 2**61 - 1
+            raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
         if t.p < least or not is_prime(t.p):
             raise ConfigError(f"task.p = {t.p}: {t.name} needs a prime p >= {least} (e.g. 113, 59, 37, 17)")
-        if t.p > 1000:
-            raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
         if not (0 < t.train_frac < 1) or math.isnan(t.train_frac):
             raise ConfigError(f"task.train_frac = {t.train_frac} must lie strictly between 0 and 1")
         n = t.p * t.p
@@ -382,6 +463,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
         raise ConfigError("train.chunk and train.eval_every must be >= 1, train.batch_size >= 0")
     validate_record(cfg)
+    check_memory(cfg)
     return cfg
 
 

@@ -15,6 +15,7 @@ on every host; the mesh then spans all hosts' devices and the same code runs unc
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,9 +28,9 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
-from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, validate
+from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, validate
 from miiii.files import write_json_atomic
-from miiii.rundir import METRIC_KEYS, check_new, write_config, write_metrics, write_params, write_summary
+from miiii.rundir import METRIC_KEYS, Claim, check_new, write_config, write_metrics, write_params, write_summary
 from miiii.runner import prepare, summarize
 from miiii.train import make_trainer, numerics, task_data
 
@@ -67,8 +68,13 @@ def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
 
 
 def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]]) -> list[Member]:
+    """Every member's config, each validated; their number and seeds are checked before one is built."""
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+    validate(cfg)
+    if cfg.train.seed + seeds > 2**32:
+        raise ConfigError(f"--seeds {seeds:,} from train.seed {cfg.train.seed} runs past the largest seed, 2**32 - 1")
+    check_memory(cfg, seeds * math.prod(len(v) for v in grid.values()))
     keys = list(grid)
     out = []
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -94,9 +100,18 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
 
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True) -> dict:
+    """Train every member and write the sweep directory, claimed before the build (rundir.Claim): an error or
+    Ctrl-C before the end removes it (a sweep has no checkpoints to resume from)."""
     out_dir = Path(out_dir)
     check_new(out_dir)
     members = make_members(cfg, seeds, grid)
+    with Claim(out_dir) as claim:
+        result = _sweep(cfg, members, grid, out_dir, progress)
+        claim.keep()
+        return result
+
+
+def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, progress: bool) -> dict:
     task = prepare(cfg)
     keys = list(grid)
     trainer = make_trainer(cfg, task)
@@ -117,7 +132,6 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     chunk = jax.jit(chunk, static_argnums=2, donate_argnums=0)
 
-    out_dir.mkdir(parents=True)
     steps, k = cfg.train.steps, len(task.task_names)
     hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
             for key in METRIC_KEYS}

@@ -377,3 +377,71 @@ def test_a_second_ctrl_c_while_the_process_exits_prints_nothing_more(tmp_path):
     proc.wait(timeout=60)
     err = "".join(lines)
     assert proc.returncode == 130 and "Exception ignored" not in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------- sizes and ranges, checked before anything is written
+
+_BIG = str(10**30)
+TOO_BIG = {  # each once passed validation and then crashed (after or before writing) or hung
+    "warmup_steps 2**31": (["--set", f"warmup_steps={2**31}"], "optim.warmup_steps"),
+    "eval_every 2**31": (["--set", f"eval_every={2**31}"], "train.eval_every"),
+    "record.every 1e30": (["--set", f"record.every={_BIG}"], "record.every"),
+    "steps 1e30 as a float": (["--steps", "1e30"], "--steps"),
+    "steps 1e30": (["--steps", _BIG, "--set", "record.acts=", "--set", "record.params="], "train.steps"),
+    "seed 2**32": (["--seed", str(2**32)], "train.seed"),
+    "split_seed -1": (["--set", "split_seed=-1"], "task.split_seed"),
+    "neurons 0:10**12": (["--set", f"record.neurons=0:{10**12}"], "holds 1,000,000,000,000 values"),
+    "run-dir a dangling symlink": (["--run-dir", "{tmp}/dangling"], "symlink"),
+    "run-dir on a read-only disk": (["--run-dir", "{tmp}/ro/run"], "Read-only file system"),
+    "p 2**61-1": (["--set", f"p={2**61 - 1}"], "task.p"),
+    "d_model 65536": (["--set", "d_model=65536", "--set", "d_mlp=0"], "memory"),
+    "window 10**9": (["--set", "optim.grokfast=ma", "--set", f"window={10**9}"], "memory"),
+    "sweep of 10**8 seeds": (["sweep", "--seeds", "100000000", "--out", "{tmp}/sweep"], "memory"),
+    "figures --out a file": (["figures", "{ref}", "--out", "{tmp}/afile"], "not a directory"),
+}
+
+
+@pytest.mark.parametrize("case", list(TOO_BIG))
+def test_sizes_and_ranges_are_refused_before_anything_is_written(case, tmp_path, monkeypatch, capsys):
+    import errno
+    import signal
+
+    from miiii.cli import main
+
+    args, says = TOO_BIG[case]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    args = [str(tiny_reference()) if a == "{ref}" else a for a in args]
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "afile").write_text("mine")
+    real_mkdir = os.mkdir
+
+    def read_only(path, *a, **k):
+        if str(path).startswith(str(tmp_path / "ro")):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_mkdir(path, *a, **k)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    monkeypatch.chdir(tmp_path)
+    before = _runhelp.tree_digest(tmp_path), sorted(p.name for p in tmp_path.iterdir())
+
+    def hung(*_):
+        raise TimeoutError(f"{case}: still running after 20 s")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        if args[0] in ("sweep", "figures"):
+            argv = [args[0], *(["--preset", "nanda-tiny", "--no-progress"] if args[0] == "sweep" else []), *args[1:]]
+        else:
+            argv = ["train", "--preset", "nanda-tiny", "--no-progress", *args]
+            argv += [] if "--run-dir" in args else ["--run-dir", str(tmp_path / "run")]
+        try:
+            rc = main(argv)
+        except SystemExit as e:  # argparse's own refusals
+            rc = e.code
+    finally:
+        signal.alarm(0)
+    out, err = capsys.readouterr()
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 2 and len(errors) == 1 and says in errors[0] and "Traceback" not in err, (rc, err)
+    assert (_runhelp.tree_digest(tmp_path), sorted(p.name for p in tmp_path.iterdir())) == before, "files written"
