@@ -22,6 +22,7 @@ import os
 import queue
 import re
 import threading
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,12 +218,20 @@ class Recording:
             out.append((every, fn))
         return tuple(out)
 
-    def index(self, complete_step: int, finished: bool) -> dict:
+    def committed(self, name: str, step: int, finished: bool) -> int:
+        """Rows of array `name` on disk once every step < `step` is (all of them once the run has finished)."""
+        a = self.arrays[name]
+        return a.count if finished else rows_before(step, a.every)
+
+    def index(self, complete_step: int, finished: bool, sums: dict | None = None) -> dict:
+        """index.json; `sums`: name -> [[rows, crc32 of the rows since the previous entry], ...], one per commit."""
         first = next((g for g in self.groups if g[2] == "act"), self.groups[0] if self.groups else None)
         steps = list(range(0, self.steps + 1, first[0])) if first else []
+        sums = sums or {}
         return {
             "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
-                           "kind": a.kind, "every": a.every, "count": a.count} for n, a in self.arrays.items()},
+                           "kind": a.kind, "every": a.every, "count": a.count, "crc32": sums.get(n, [])}
+                       for n, a in self.arrays.items()},
             "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
             "inputs": {**self.inputs_meta, "file": ACTS_INPUTS, "shape": list(self.inputs.shape)},
             "positions": "last" if any(s[0] is not None for s in self.select.values()) else "all",
@@ -323,6 +332,17 @@ def _write_rows(f, offset: int, rows: np.ndarray) -> None:
     f.write(memoryview(np.ascontiguousarray(rows)).cast("B"))
 
 
+def _file_crc(f, pos: int, n: int) -> int:
+    """zlib.crc32 of `n` bytes of file `f` from `pos`, read 64 MiB at a time."""
+    crc, end = 0, pos + n
+    while pos < end:
+        block = os.pread(f.fileno(), min(64 << 20, end - pos), pos)
+        if not block:
+            break  # a file cut short: its crc differs
+        crc, pos = zlib.crc32(block, crc), pos + len(block)
+    return crc
+
+
 class Recorder:
     """A run's recording as the runner drives it, one object from start to stop.
 
@@ -335,6 +355,7 @@ class Recorder:
     def __init__(self, run_dir: Path, rec: Recording, create: bool):
         self.run_dir, self.dir, self.rec = Path(run_dir), Path(run_dir) / ACTS, rec
         self.files: dict[str, tuple] = {}  # name -> (file object, data offset, bytes per row)
+        self.sums: dict[str, list] = {}  # name -> [[rows, crc32], ...] of the commits so far (index.json)
         self.error: BaseException | None = None
         self._current = ""
         if not rec.arrays:
@@ -425,9 +446,33 @@ class Recorder:
                                for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
 
     def commit(self, step: int, finished: bool) -> None:
-        """Every step < `step` on disk (queued rows written and synced), then index.json says so."""
+        """Every step < `step` on disk (queued rows written and synced), then index.json says so, with the crc32 of
+        the rows this commit added (read back from the page cache: a flipped byte later is caught on reading)."""
         self._flush()
+        for name, (f, offset, row) in self.files.items():
+            sums = self.sums.setdefault(name, [])
+            start, stop = (sums[-1][0] if sums else 0), self.rec.committed(name, step, finished)
+            if stop > start:
+                try:
+                    sums.append([stop, _file_crc(f, offset + start * row, (stop - start) * row)])
+                except OSError as e:
+                    raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
         self._write_index(step, finished)
+
+    def resume(self, index: dict, step: int, finished: bool) -> None:
+        """Check the rows a resume at `step` keeps against the crc32s in `index` (a ConfigError naming the file when
+        one differs) and keep those sums; rows after `step` are written again. Runs written before the sums: none."""
+        for name, (f, offset, row) in self.files.items():
+            kept, start = [], 0
+            for stop, crc in index.get("arrays", {}).get(name, {}).get("crc32", []):
+                if stop > self.rec.committed(name, step, finished):
+                    break
+                if _file_crc(f, offset + start * row, (stop - start) * row) != crc:
+                    raise ConfigError(f"{self.dir / self.rec.arrays[name].file} is damaged: rows {start}..{stop - 1} "
+                                      "do not match their checksum in index.json; the run cannot be resumed")
+                kept.append([stop, crc])
+                start = stop
+            self.sums[name] = kept
 
     def _submit(self, step: int, records: list[dict]) -> None:
         self._raise()
@@ -449,7 +494,7 @@ class Recorder:
 
     def _write_index(self, complete_step: int, finished: bool) -> None:
         if self.rec.arrays:
-            write_acts_index(self.run_dir, self.rec.index(complete_step, finished))
+            write_acts_index(self.run_dir, self.rec.index(complete_step, finished, self.sums))
 
     def __enter__(self):
         return self

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -321,6 +322,9 @@ def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
 def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
     """Refuse a config.json that differs from the copy saved with the checkpoints (ckpt.json) since the run began."""
     stored = ckpt_meta.get("config")
+    if stored is None and ckpt_meta.get("checksums"):  # every save writes both: a copy removed hides an edit
+        raise ConfigError(f"{Path(run_dir) / CKPT_META} is damaged or was edited: it has no copy of the config, so an "
+                          f"edited {Path(run_dir) / CONFIG} cannot be told apart; restore it or start a new run")
     # compared as configs, so a run written before a field existed reads back with that field's default
     if stored is not None and RunConfig.from_dict(stored) != cfg:
         raise ConfigError(f"{Path(run_dir) / CONFIG} was edited after the run started (it differs from the copy in "
@@ -382,11 +386,36 @@ class Run:
         return np.arange(len(self.acts[name])) * meta.get("every", 1)
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Load a finished (or resumable) run; activations are opened with mmap_mode='r', nothing is read yet.
+def acts_file(run_dir: Path, name) -> str:
+    """An array's file as index.json names it: a plain name inside acts/ (never a path to another run's files)."""
+    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") or not name.endswith(".npy"):
+        raise ConfigError(f"{Path(run_dir) / ACTS / ACTS_INDEX} is damaged or was edited: it names the file "
+                          f"{str(name)[:80]!r}, not a .npy file inside acts/")
+    return name
+
+
+def check_rows(path: Path, a: np.ndarray, sums: list) -> None:
+    """The rows of `a` (time first) against index.json's crc32 of each commit's rows; the commits past len(a) are
+    not checked (an interrupted run's rows after its last commit). A mismatch is a ConfigError naming the file."""
+    start = 0
+    for stop, crc in sums:
+        if stop > len(a):
+            break
+        got, step = 0, max(1, (64 << 20) // max(a[0].nbytes, 1))
+        for i in range(start, stop, step):
+            got = zlib.crc32(np.ascontiguousarray(a[i:min(i + step, stop)]), got)
+        if got != crc:
+            raise ConfigError(f"{path} is damaged: rows {start}..{stop - 1} do not match their checksum in "
+                              f"{path.parent / ACTS_INDEX}")
+        start = stop
+
+
+def load_run(run_dir: str | Path, verify: bool = True) -> Run:
+    """Load a finished (or resumable) run; activations are opened with mmap_mode='r'.
 
     An interrupted run's activations are cut (lazily) to the rows already written. Damaged files (a
-    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file.
+    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file. `verify`:
+    read every activation row once to check it against index.json's crc32 (about 2 GB/s).
     """
     path = Path(run_dir)
     config = read_config(path)
@@ -396,13 +425,15 @@ def load_run(run_dir: str | Path) -> Run:
         index = read_acts_index(path)
         done, finished = index.get("complete_step"), index.get("finished", True)
         for name, meta in index.get("arrays", {}).items():
-            f = path / ACTS / meta["file"]
+            f = path / ACTS / acts_file(path, meta.get("file"))
             a = _read(f, lambda f: np.load(f, mmap_mode="r"))
             if list(a.shape) != list(meta["shape"]) or str(a.dtype) != meta["dtype"]:
                 raise ConfigError(f"{f} is damaged: shape {a.shape} {a.dtype}, index.json says {meta['shape']} "
                                   f"{meta['dtype']}")
             if done is not None and not finished:  # rows for steps < complete_step are on disk
                 a = a[: rows_before(done, meta.get("every", 1))]
+            if verify:
+                check_rows(f, a, meta.get("crc32", []))
             acts[name] = a
         steps = np.asarray(index.get("steps", []), np.int64)
         if done is not None and not finished:

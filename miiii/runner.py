@@ -28,15 +28,18 @@ from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
     METRIC_KEYS,
+    PARAMS,
     Claim,
     RunLock,
     check_new,
     check_unedited,
+    flatten_params,
     has_checkpoints,
     read_acts_index,
     read_ckpt_meta,
     read_config,
     read_metrics,
+    read_params,
     read_summary,
     remove_summary,
     unstarted,
@@ -200,7 +203,13 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
                 raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
                                   f"only, older than checkpoint {s}: the activation files are damaged")
         recorder = Recorder(run_dir, rec, create=False)
-        summary = read_summary(run_dir)
+        try:
+            recorder.resume(index, s, index.get("finished", False) and s == cfg.train.steps)
+            summary = read_summary(run_dir) if s == cfg.train.steps and final_params_match(run_dir, state) else {}
+        except BaseException:
+            recorder.close()
+            ckpts.close()
+            raise
         if s == cfg.train.steps and summary and not skipped:
             recorder.close()
             ckpts.close()
@@ -222,6 +231,24 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             session.close()
             raise
         return session.run(state, progress, on_chunk, resumed_from=s, stop=stop)
+
+
+def final_params_match(run_dir: Path, state) -> bool:
+    """params.npz holds exactly the final checkpoint's parameters; if not (damaged, missing, altered) a warning, and
+    the resume writes it (and summary.json) again from that checkpoint."""
+    try:
+        saved = flatten_params(read_params(run_dir))
+    except ConfigError as e:
+        _say(f"warning: {e}; writing it again from the final checkpoint")
+        return False
+    if not saved:
+        _say(f"warning: {run_dir / PARAMS} is missing; writing it again from the final checkpoint")
+        return False
+    want = flatten_params(jax.device_get(state.params))
+    if saved.keys() != want.keys() or any(saved[k].tobytes() != want[k].tobytes() for k in want):
+        _say(f"warning: {run_dir / PARAMS} differs from the final checkpoint; writing it again from the checkpoint")
+        return False
+    return True
 
 
 def init_state(trainer, seed: int):

@@ -445,3 +445,82 @@ def test_sizes_and_ranges_are_refused_before_anything_is_written(case, tmp_path,
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert rc == 2 and len(errors) == 1 and says in errors[0] and "Traceback" not in err, (rc, err)
     assert (_runhelp.tree_digest(tmp_path), sorted(p.name for p in tmp_path.iterdir())) == before, "files written"
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def test_a_flipped_byte_in_recorded_activations_is_caught_on_resume_and_on_load(tmp_path, capsys):
+    from miiii.cli import main
+    from miiii.config import ConfigError
+    from miiii.rundir import load_run
+
+    run = crashed_tiny(tmp_path, at=12)
+    load_run(run)  # intact: the checksums of the committed rows hold
+    path = run / "acts" / "W_E.npy"
+    raw = bytearray(path.read_bytes())
+    header = np.load(path, mmap_mode="r").offset
+    raw[header + 5] ^= 0x10  # row 0, committed at step 0
+    path.write_bytes(bytes(raw))
+    before = _runhelp.tree_digest(run)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "W_E.npy is damaged" in err and "checksum" in err and "Traceback" not in err, err
+    assert _runhelp.tree_digest(run) == before
+    with pytest.raises(ConfigError, match="W_E.npy is damaged"):
+        load_run(run)
+
+
+def test_load_run_refuses_an_activation_file_outside_the_run(tmp_path):
+    import json
+
+    from miiii.config import ConfigError
+    from miiii.rundir import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_reference(), run)
+    index = json.loads((run / "acts" / "index.json").read_text())
+    other = os.path.relpath(tiny_reference() / "acts" / "W_E.npy", run / "acts")  # ../../../miiii-tiny-ref-…
+    index["arrays"]["W_E"]["file"] = other
+    (run / "acts" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ConfigError, match="not a .npy file inside acts/"):
+        load_run(run)
+
+
+def test_an_edited_config_is_refused_even_when_its_copy_was_removed_from_ckpt_json(tmp_path, capsys):
+    import json
+
+    from miiii.cli import main
+    from miiii.config import ConfigError
+    from miiii.rundir import load_run
+
+    run = crashed_tiny(tmp_path, at=12)
+    meta = json.loads((run / "ckpt.json").read_text())
+    del meta["config"]
+    (run / "ckpt.json").write_text(json.dumps(meta))
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["optim"]["lr"] = 0.5
+    (run / "config.json").write_text(json.dumps(cfg))
+    before = _runhelp.tree_digest(run)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "ckpt.json" in err and "no copy of the config" in err and "Traceback" not in err, err
+    assert _runhelp.tree_digest(run) == before
+    with pytest.raises(ConfigError, match="no copy of the config"):
+        load_run(run)
+
+
+def test_resume_of_a_finished_run_with_damaged_params_writes_them_again(tmp_path, capsys):
+    from miiii.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_reference(), run)
+    params = run / "params.npz"
+    params.write_bytes(params.read_bytes()[: params.stat().st_size // 2])
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "params.npz is damaged" in err and "nothing to do" not in err, err
+    _runhelp.assert_same_run(tiny_reference(), run)
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert "nothing to do" in capsys.readouterr().err
+
