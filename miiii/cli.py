@@ -10,14 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
+from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides, shown
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
-        self.exit(2, f"error: {message}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
+        self.exit(2, f"error: {shown(message, 300)}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,7 +127,7 @@ def parse_bytes(text: str) -> int:
     """`2GiB`, `500MB`, `1.5gb`, `123456` -> bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"--record-budget takes a size such as 2GiB, 500MB or 123456, not '{text}'")
+        raise ConfigError(f"--record-budget takes a size such as 2GiB, 500MB or 123456, not '{shown(text)}'")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 

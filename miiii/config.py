@@ -182,7 +182,7 @@ class RunConfig:
         sections = {f.name: f.type for f in fields(cls)}
         unknown = set(d) - set(sections)
         if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; known: {sorted(sections)}")
+            raise ConfigError(f"unknown config section(s) {shown(sorted(unknown))}; known: {sorted(sections)}")
         kw = {}
         for f in fields(cls):
             sub = SECTIONS[f.name]
@@ -190,7 +190,7 @@ class RunConfig:
             known = {g.name for g in fields(sub)}
             bad = set(vals) - known
             if bad:
-                raise ConfigError(f"unknown key(s) {sorted(bad)} in section '{f.name}'")
+                raise ConfigError(f"unknown key(s) {shown(sorted(bad))} in section '{f.name}'")
             vals = {k: tuple(v) if isinstance(v, list) else v for k, v in vals.items()}  # JSON lists -> tuples
             kw[f.name] = sub(**vals)
         return cls(**kw)
@@ -239,13 +239,13 @@ def resolve_key(key: str) -> tuple[str, str]:
     if "." in key:
         sec, _, name = key.partition(".")
         if sec not in SECTIONS or name not in {f.name for f in fields(SECTIONS[sec])}:
-            raise ConfigError(f"unknown config key '{key}'; see `python -m miiii presets --keys` for all keys")
+            raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
         return sec, name
     paths = _leaf_index().get(key, [])
     if not paths:
-        raise ConfigError(f"unknown config key '{key}'; see `python -m miiii presets --keys` for all keys")
+        raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
     if len(paths) > 1:
-        raise ConfigError(f"config key '{key}' is ambiguous: write one of {', '.join(paths)}")
+        raise ConfigError(f"config key '{shown(key)}' is ambiguous: write one of {', '.join(paths)}")
     sec, _, name = paths[0].partition(".")
     return sec, name
 
@@ -270,7 +270,7 @@ def parse_value(sec: str, name: str, text: str):
             return float(text)
         return str(text)
     except ValueError:
-        raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{text}'") from None
+        raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{shown(text)}'") from None
 
 
 MAX_RANGE = 2**20  # values an a:b range of --set may hold (MLP neurons: this model's widths are far below)
@@ -302,7 +302,7 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     for a in assignments:
         key, eq, text = a.partition("=")
         if not eq or not key:
-            raise ConfigError(f"--set takes key=value, got '{a}'")
+            raise ConfigError(f"--set takes key=value, got '{shown(a)}'")
         sec, name = resolve_key(key.strip())
         cfg = set_fields(cfg, **{sec: {name: parse_value(sec, name, text.strip())}})
     return cfg
@@ -325,9 +325,9 @@ def check_ranges(cfg: RunConfig) -> None:
             if not isinstance(v, int) or isinstance(v, bool):
                 continue
             if key in SEED_FIELDS and not 0 <= v < 2**32:
-                raise ConfigError(f"{key} = {v} must lie in [0, 2**32)")
+                raise ConfigError(f"{key} = {shown(v)} must lie in [0, 2**32)")
             if key not in SEED_FIELDS and not -INT32 < v < INT32:
-                raise ConfigError(f"{key} = {v} is too large: it must be below 2**31 = {INT32:,}")
+                raise ConfigError(f"{key} = {shown(v)} is too large: it must be below 2**31 = {INT32:,}")
 
 
 GiB = 1 << 30
@@ -381,15 +381,16 @@ def validate(cfg: RunConfig) -> RunConfig:
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     check_ranges(cfg)
     if t.name not in TASKS:
-        raise ConfigError(f"unknown task '{t.name}'; choose one of: {', '.join(TASKS)}")
+        raise ConfigError(f"unknown task '{shown(t.name)}'; choose one of: {', '.join(TASKS)}")
     if t.variant not in VARIANTS:
-        raise ConfigError(f"unknown task variant '{t.variant}'; choose one of: {', '.join(VARIANTS)}")
+        raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(VARIANTS)}")
     if t.variant != "none" and t.name != "miiii":
-        raise ConfigError(f"variant '{t.variant}' exists only for the miiii task")
+        raise ConfigError(f"variant '{shown(t.variant)}' exists only for the miiii task")
     if t.digit_order not in ("low", "high"):
-        raise ConfigError(f"task.digit_order = '{t.digit_order}': choose low ([x0, x1, p]) or high ([x1, x0, p])")
+        raise ConfigError(f"task.digit_order = '{shown(t.digit_order)}': choose low ([x0, x1, p]) or high "
+                          "([x1, x0, p])")
     if t.loss_over_tasks not in ("mean", "sum"):
-        raise ConfigError(f"task.loss_over_tasks = '{t.loss_over_tasks}': choose mean or sum")
+        raise ConfigError(f"task.loss_over_tasks = '{shown(t.loss_over_tasks)}': choose mean or sum")
     if not t.is_sequence:
         least = 3 if t.name == "nanda" else 5
         if t.p > 1000:  # before the primality test, whose trial division would take years at p = 2**61 - 1
@@ -427,9 +428,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     if not (0 <= m.dropout < 1) or math.isnan(m.dropout):
         raise ConfigError(f"model.dropout = {m.dropout} must lie in [0, 1)")
     if m.readout not in ("last", "all"):
-        raise ConfigError(f"model.readout = '{m.readout}': choose last or all")
+        raise ConfigError(f"model.readout = '{shown(m.readout)}': choose last or all")
     if m.init not in INITS:
-        raise ConfigError(f"model.init = '{m.init}': choose one of {', '.join(INITS)}")
+        raise ConfigError(f"model.init = '{shown(m.init)}': choose one of {', '.join(INITS)}")
     seq_task = t.is_sequence
     if seq_task and m.n_ctx:
         fed = t.seq_len
@@ -449,15 +450,15 @@ def validate(cfg: RunConfig) -> RunConfig:
     if not (0 <= o.b1 < 1 and 0 <= o.b2 < 1 and 0 <= o.alpha < 1):
         raise ConfigError("optim.b1, optim.b2 and optim.alpha must lie in [0, 1)")
     if o.schedule not in ("constant", "cosine"):
-        raise ConfigError(f"optim.schedule = '{o.schedule}': choose constant or cosine")
+        raise ConfigError(f"optim.schedule = '{shown(o.schedule)}': choose constant or cosine")
     if o.grokfast not in ("none", "ema", "ma"):
-        raise ConfigError(f"optim.grokfast = '{o.grokfast}': choose none, ema or ma")
+        raise ConfigError(f"optim.grokfast = '{shown(o.grokfast)}': choose none, ema or ma")
     if o.ema_init not in ("first", "zeros"):
-        raise ConfigError(f"optim.ema_init = '{o.ema_init}': choose first or zeros")
+        raise ConfigError(f"optim.ema_init = '{shown(o.ema_init)}': choose first or zeros")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
     if tr.precision not in PRECISIONS:
-        raise ConfigError(f"train.precision = '{tr.precision}': choose {', '.join(PRECISIONS)}")
+        raise ConfigError(f"train.precision = '{shown(tr.precision)}': choose {', '.join(PRECISIONS)}")
     if tr.steps < 1:
         raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
@@ -475,10 +476,10 @@ def validate_record(cfg: RunConfig) -> None:
         if v < 1:
             raise ConfigError(f"record.{k} = {v} must be >= 1")
     if r.positions not in ("last", "all"):
-        raise ConfigError(f"record.positions = '{r.positions}': choose last or all")
+        raise ConfigError(f"record.positions = '{shown(r.positions)}': choose last or all")
     if r.dtype not in ("float16", "float32"):
-        raise ConfigError(f"record.dtype = '{r.dtype}': choose float16 or float32")
+        raise ConfigError(f"record.dtype = '{shown(r.dtype)}': choose float16 or float32")
     if any(n < 0 for n in r.neurons) or len(set(r.neurons)) != len(r.neurons):
-        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {list(r.neurons)[:8]}")
+        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {shown(list(r.neurons)[:8])}")
     if c.every < 1 or c.keep < 2:
         raise ConfigError(f"ckpt.every = {c.every} must be >= 1 and ckpt.keep = {c.keep} >= 2")

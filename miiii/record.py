@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.config import ConfigError, RunConfig
+from miiii.config import ConfigError, RunConfig, shown
 from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, rows_before, write_acts_index
@@ -98,12 +98,12 @@ def probe_tokens(task: Task, text: str) -> np.ndarray:
         else:
             seq = encode_reversal(digits(np.array([int(s)]), len(s)))[0]
     except ValueError:
-        raise ConfigError(f"record.probes: cannot read '{text}' (write 123+456 or 12345)") from None
+        raise ConfigError(f"record.probes: cannot read '{shown(text)}' (write 123+456 or 12345)") from None
     x = seq[:-1]
     ref = task.train.x[0]
     marks = np.isin(ref, [PLUS, EQUALS])
     if len(x) != len(ref) or not np.array_equal(x[marks], ref[marks]) or np.isin(x[~marks], [PLUS, EQUALS]).any():
-        raise ConfigError(f"record.probes: '{text}' does not fit the {task.name} task (its inputs look like "
+        raise ConfigError(f"record.probes: '{shown(text)}' does not fit the {task.name} task (its inputs look like "
                           f"'{decode(ref)}')")
     return x.astype(np.int32)
 
@@ -114,7 +114,7 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
     kind, _, arg = r.inputs.partition(":")
     if kind == "grid":
         if task.generative:
-            raise ConfigError(f"record.inputs = '{r.inputs}': the {task.name} task has no input grid; "
+            raise ConfigError(f"record.inputs = '{shown(r.inputs)}': the {task.name} task has no input grid; "
                               "use probes or valid:N")
         p = cfg.task.p
         k = p if not arg else _int_arg(r.inputs, arg, 1, p)
@@ -129,7 +129,7 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
     if kind == "valid":
         n = _int_arg(r.inputs, arg, 1, len(task.valid.x))
         return task.valid.x[:n].astype(np.int32), {"kind": "valid", "count": n, "order": "first n validation samples"}
-    raise ConfigError(f"record.inputs = '{r.inputs}': choose grid, grid:K, probes or valid:N")
+    raise ConfigError(f"record.inputs = '{shown(r.inputs)}': choose grid, grid:K, probes or valid:N")
 
 
 def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
@@ -138,7 +138,7 @@ def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
     except ValueError:
         v = lo - 1
     if not lo <= v <= hi:
-        raise ConfigError(f"record.inputs = '{text}': the number must lie in [{lo}, {hi}]")
+        raise ConfigError(f"record.inputs = '{shown(text)}': the number must lie in [{lo}, {hi}]")
     return v
 
 
@@ -254,15 +254,16 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
     known_params = param_names(params)
     bad = [n for n in r.params if n not in known_params]
     if bad:
-        raise ConfigError(f"record.params: unknown parameter(s) {bad}; this model has: {', '.join(known_params)}")
+        raise ConfigError(f"record.params: unknown parameter(s) {shown(bad)}; this model has: "
+                          f"{', '.join(known_params)}")
     x, meta = record_inputs(cfg, task) if r.acts else (np.zeros((1, task.n_ctx), np.int32), {})
     _, acts = jax.eval_shape(apply, params, jax.ShapeDtypeStruct(x.shape, jnp.int32))
     bad = [n for n in r.acts if n not in acts]
     if bad:
-        raise ConfigError(f"record.acts: unknown activation(s) {bad}; this model has: {', '.join(sorted(acts))}")
+        raise ConfigError(f"record.acts: unknown activation(s) {shown(bad)}; this model has: {', '.join(sorted(acts))}")
     dup = {n for n in (*r.acts, *r.params) if (*r.acts, *r.params).count(n) > 1}
     if dup:
-        raise ConfigError(f"record: {sorted(dup)} named twice")
+        raise ConfigError(f"record: {shown(sorted(dup))} named twice")
     arrays, select = {}, {}
     mlp = cfg.model.mlp_dim
     if r.neurons and max(r.neurons) >= mlp:

@@ -28,7 +28,7 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
-from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, validate
+from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, shown, validate
 from miiii.files import write_json_atomic
 from miiii.rundir import METRIC_KEYS, Claim, check_new, write_config, write_metrics, write_params, write_summary
 from miiii.runner import prepare, summarize
@@ -49,20 +49,20 @@ def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
     for item in items:
         key, eq, text = item.partition("=")
         if not eq or not text:
-            raise ConfigError(f"--grid takes key=v1,v2,..., got '{item}'")
+            raise ConfigError(f"--grid takes key=v1,v2,..., got '{shown(item)}'")
         sec, name = resolve_key(key.strip())
         path = f"{sec}.{name}"
         if path not in SWEEPABLE:
             raise ConfigError(
-                f"'{key}' cannot be swept in one program (only scalar hyper-parameters: "
+                f"'{shown(key)}' cannot be swept in one program (only scalar hyper-parameters: "
                 f"{', '.join(sorted(k.split('.')[1] for k in SWEEPABLE))}); run separate sweeps for it"
             )
         try:
             values = tuple(float(v) for v in text.split(","))
         except ValueError:
-            raise ConfigError(f"--grid {key}: values must be numbers, got '{text}'") from None
+            raise ConfigError(f"--grid {shown(key)}: values must be numbers, got '{shown(text)}'") from None
         if path in grid:
-            raise ConfigError(f"--grid names {key} twice")
+            raise ConfigError(f"--grid names {shown(key)} twice")
         grid[path] = values
     return grid
 

@@ -524,3 +524,37 @@ def test_resume_of_a_finished_run_with_damaged_params_writes_them_again(tmp_path
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     assert "nothing to do" in capsys.readouterr().err
 
+
+# ---------------------------------------------------------------- messages
+
+_LONG = "x" * 100_000
+MESSAGES = {
+    "newline in a --set value": ["--set", "task.name=nan\nda"],
+    "newline in a key": ["--set", "model.d_\nmodel=3"],
+    "100,000 characters in a --set value": ["--set", f"task.name={_LONG}"],
+    "100,000 characters of a number": ["--set", f"lr={_LONG}"],
+    "100,000 characters in a list": ["--set", f"record.acts={_LONG}"],
+    "100,000 characters for --steps": ["--steps", _LONG],
+    "4,000 digits for --seed": ["--seed", "9" * 4000],
+    "100,000 characters in a preset": ["--preset", _LONG],
+}
+
+
+@pytest.mark.parametrize("case", list(MESSAGES))
+def test_an_echoed_value_is_one_short_line(case, tmp_path, capsys):
+    """Control characters shown escaped, long values cut to 80 characters with …: one error line, readable."""
+    from miiii.cli import main
+
+    args = MESSAGES[case]
+    argv = ["train", "--no-progress", "--run-dir", str(tmp_path / "run"), *args]
+    if "--preset" not in args:
+        argv += ["--preset", "nanda-tiny"]
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 2 and len(errors) == 1 and len(err) < 600 and "Traceback" not in err, err[:600]
+    assert "\n" not in err.strip().splitlines()[0] and ("\\n" in errors[0] or "…" in errors[0]), errors[0]
+    assert list(tmp_path.iterdir()) == []
