@@ -10,8 +10,9 @@ writer thread, so host memory holds about one chunk and writing overlaps the nex
 
     acts/NAME.npy      (n_recorded, ...) one file per recorded name, axes in index.json
     acts/inputs.npy    (n_inputs, n_ctx) int32 tokens of the recorded inputs
-    acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count}, steps, inputs,
-                       complete_step (records for every step < complete_step are on disk), finished
+    acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count, crc32}, steps, inputs,
+                       complete_step (records for every step < complete_step are on disk), finished;
+                       crc32: [[rows, zlib.crc32 of the rows since the previous entry], ...], one per commit
 """
 
 from __future__ import annotations

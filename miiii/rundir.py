@@ -6,10 +6,12 @@
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
     run_dir/acts/          recorded activations and parameters, one .npy per name, inputs.npy, index.json
-                           (record.py plans and streams the rows; row j of an array is step j * every)
+                           (record.py plans and streams the rows; row j of an array is step j * every; the
+                           crc32 of each commit's rows, checked by load_run and --resume)
     run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state; their checksums and a copy of the config
                            that tells an edited config.json apart (checkpoint.py)
-    run_dir/.lock          flock held by the one process writing the directory
+    run_dir/.lock          flock held by the one process writing the directory (taken by `Claim` before a new
+                           run's start-up; a start-up that fails or is interrupted removes the directory again)
     run_dir/book.json      a sequence run's evaluation the book's way (`python -m miiii book`, bookeval.py)
 
 The runner writes a directory chunk by chunk, a sweep one per member at its end (config, metrics, summary,
