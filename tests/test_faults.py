@@ -269,22 +269,46 @@ class Crash(Exception):
     pass
 
 
-def crashed_tiny(tmp_path: Path, at: int = 24) -> Path:
-    """TINY stopped after its checkpoint at step `at` (checkpoints 0, 12, 24), as if the process had died."""
+@functools.cache
+def _crashed_tiny() -> Path:
+    d = Path(tempfile.mkdtemp(prefix="miiii-tiny-crashed-"))
+    atexit.register(shutil.rmtree, d, True)
 
     def crash(step):
-        if step == at:
+        if step == 24:
             raise Crash
 
     with pytest.raises(Crash):
-        train_run(TINY_CFG, tmp_path / "run", progress=False, on_chunk=crash)
+        train_run(TINY_CFG, d / "run", progress=False, on_chunk=crash)
+    return d / "run"
+
+
+def crashed_tiny(tmp_path: Path) -> Path:
+    """A copy of TINY stopped after its last checkpoint (checkpoints 0, 12, 24; no params.npz, no summary), as if
+    the process had died there (trained once per session)."""
+    shutil.copytree(_crashed_tiny(), tmp_path / "run")
     return tmp_path / "run"
 
 
-@pytest.mark.parametrize("damage", ["no-default-folder", "empty-step-folder", "truncated-data-file"])
-def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, capfd, damage):
+def as_command(monkeypatch, *args) -> int:
+    """cli.main as `python -m miiii ARGS` runs it (argv from sys.argv, so with the process's exit hooks, which are
+    undone afterwards)."""
+    import signal
+    import sys
+
     from miiii.cli import main
 
+    monkeypatch.setattr(sys, "argv", ["miiii", *args])
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return main()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+@pytest.mark.parametrize("damage", ["no-default-folder", "empty-step-folder", "truncated-data-file"])
+def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, monkeypatch, capfd, damage):
     run = crashed_tiny(tmp_path)
     step = run / "ckpt" / "24"
     if damage == "truncated-data-file":
@@ -294,7 +318,7 @@ def test_resume_falls_back_past_an_incomplete_newest_checkpoint(tmp_path, capfd,
         shutil.rmtree(step / ("default" if damage == "no-default-folder" else ""))
         step.mkdir(exist_ok=True)
     capfd.readouterr()
-    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert as_command(monkeypatch, "train", "--resume", str(run), "--no-progress") == 0
     err = capfd.readouterr().err
     assert "checkpoint 24" in err and "from step 12" in err and "Traceback" not in err, err
     _runhelp.assert_same_run(tiny_reference(), run)
@@ -455,7 +479,7 @@ def test_a_flipped_byte_in_recorded_activations_is_caught_on_resume_and_on_load(
     from miiii.config import ConfigError
     from miiii.rundir import load_run
 
-    run = crashed_tiny(tmp_path, at=12)
+    run = crashed_tiny(tmp_path)
     load_run(run)  # intact: the checksums of the committed rows hold
     path = run / "acts" / "W_E.npy"
     raw = bytearray(path.read_bytes())
@@ -494,7 +518,7 @@ def test_an_edited_config_is_refused_even_when_its_copy_was_removed_from_ckpt_js
     from miiii.config import ConfigError
     from miiii.rundir import load_run
 
-    run = crashed_tiny(tmp_path, at=12)
+    run = crashed_tiny(tmp_path)
     meta = json.loads((run / "ckpt.json").read_text())
     del meta["config"]
     (run / "ckpt.json").write_text(json.dumps(meta))
