@@ -469,7 +469,12 @@ class Recorder:
             for stop, crc in index.get("arrays", {}).get(name, {}).get("crc32", []):
                 if stop > self.rec.committed(name, step, finished):
                     break
-                if _file_crc(f, offset + start * row, (stop - start) * row) != crc:
+                try:
+                    got = _file_crc(f, offset + start * row, (stop - start) * row)
+                except OSError as e:
+                    raise ConfigError(f"{self.dir / self.rec.arrays[name].file} cannot be read ({e.strerror or e})"
+                                      ) from None
+                if got != crc:
                     raise ConfigError(f"{self.dir / self.rec.arrays[name].file} is damaged: rows {start}..{stop - 1} "
                                       "do not match their checksum in index.json; the run cannot be resumed")
                 kept.append([stop, crc])
