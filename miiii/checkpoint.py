@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import re
 from pathlib import Path
 
 import jax
@@ -24,11 +26,13 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from miiii.config import RunConfig
-from miiii.files import io_fault
+from miiii.files import fsync_tree, io_fault
 from miiii.rundir import CKPT, log_steps, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
-logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO
+# orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also
+# reaches Checkpoints.save as an exception, which the run reports in one line
+logging.getLogger("absl").setLevel(logging.CRITICAL)
 
 
 def to_host(state: TrainState) -> TrainState:
@@ -55,6 +59,15 @@ def state_nbytes(template: TrainState) -> int:
     """Bytes of one checkpoint's arrays (orbax adds a little metadata)."""
     host = template._replace(key=jax.eval_shape(jax.random.key_data, template.key))  # saved as its uint32 data
     return sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in jax.tree.leaves(host))
+
+
+def store_error(e: Exception) -> str:
+    """tensorstore's error (a ValueError of several lines naming temp files) -> its reason in a few words."""
+    text = str(e)
+    code = re.search(r"os_error_code='(\d+)'", text)
+    if code:
+        return os.strerror(int(code.group(1)))
+    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 def describe(cfg: RunConfig, template: TrainState) -> str:
@@ -84,6 +97,7 @@ class Checkpoints:
             self.dir.absolute(),
             options=ocp.CheckpointManagerOptions(**keeping, create=not read_only, read_only=read_only,
                                                  enable_async_checkpointing=False),
+            item_handlers=ocp.StandardCheckpointHandler(),  # one item: not guessed from the newest step's folder
         )
 
     def checksums(self) -> dict[str, str]:
@@ -100,8 +114,11 @@ class Checkpoints:
         try:
             self.mgr.save(step, args=ocp.args.StandardSave(host), force=True)
             self.mgr.wait_until_finished()
+            fsync_tree(self.dir / str(step))  # synced before its checksum says it is good
         except OSError as e:
             raise io_fault(self.dir / str(step), e) from None
+        except ValueError as e:  # tensorstore's write errors (RESOURCE_EXHAUSTED: disk full, OUT_OF_RANGE: ulimit -f)
+            raise io_fault(self.dir / str(step), store_error(e)) from None
         kept = {str(s) for s in self.mgr.all_steps()}
         sums = {k: v for k, v in self.checksums().items() if k in kept} | {str(step): checksum(host)}
         write_ckpt_meta(self.run_dir, sums, self.cfg)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 from miiii.compile_cache import setup_compile_cache
-from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides
+from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides, shown
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 from miiii.transformerlens import LOAD
@@ -35,7 +36,7 @@ def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
-        self.exit(2, f"error: {message}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
+        self.exit(2, f"error: {shown(message, 300)}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
                         "add(model, a, b) -> int, numpy only.")
     ex.add_argument("run_dir", type=Path, help="a finished addition run directory")
-    ex.add_argument("out", type=Path, help="the Python file to write")
+    ex.add_argument("out", type=Path, help="the Python file to write (not an existing one, unless --force; never a "
+                    "file of a run)")
+    ex.add_argument("--force", action="store_true", help="replace OUT if it exists (never a run's own file)")
     tl = sub.add_parser("export-tl", help="write a finished run as a TransformerLens model (safetensors + config)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description=textwrap.dedent("""\
@@ -132,7 +135,7 @@ def cmd_book(args) -> int:
 def cmd_export_adder(args) -> int:
     from miiii.export import export_adder
 
-    meta = export_adder(args.run_dir, args.out)
+    meta = export_adder(args.run_dir, args.out, force=args.force)
     print(f"wrote {args.out}: {meta['name']}, {meta['params']:,} parameters")
     return 0
 
@@ -177,7 +180,7 @@ def parse_bytes(text: str) -> int:
     """`2GiB`, `500MB`, `1.5gb`, `123456` -> bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"--record-budget takes a size such as 2GiB, 500MB or 123456, not '{text}'")
+        raise ConfigError(f"--record-budget takes a size such as 2GiB, 500MB or 123456, not '{shown(text)}'")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
@@ -252,23 +255,43 @@ def cmd_figures(args) -> int:
     return 0
 
 
+def _unraisable(u) -> None:
+    """sys.unraisablehook of the command-line process: drop the noise that follows an outcome already reported in
+    one line (a Ctrl-C while Python shuts down; tensorstore's callbacks into orbax's closed event loop after a
+    failed checkpoint write), pass anything else on."""
+    if issubclass(u.exc_type, KeyboardInterrupt) or (
+            issubclass(u.exc_type, RuntimeError) and "Event loop is closed" in str(u.exc_value)):
+        return
+    sys.__unraisablehook__(u)
+
+
+def one_line(msg: str) -> str:
+    """A message as one line: control characters (a newline in a value or a path) shown escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in msg)
+
+
 def main(argv=None) -> int:
+    """Run one command; `argv` None: this process's own command line (its exit is kept quiet too)."""
     args = build_parser().parse_args(argv)
+    if argv is None:
+        sys.unraisablehook = _unraisable
+    msg = None
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "book": cmd_book, "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
         if args.command in COMPILES:
             setup_compile_cache()
-        return commands[args.command](args)
+        rc = commands[args.command](args)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        rc, msg = 2, f"error: {e}"
     except FloatingPointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except RunError as e:  # disk full, write errors: the run stopped and stays resumable
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        rc, msg = 1, f"error: {e}"
+    except RunError as e:  # disk full, write errors: the message says what is left of the run
+        rc, msg = 1, f"error: {e}"
     except KeyboardInterrupt as e:
-        print(str(e) or "interrupted", file=sys.stderr)
-        return 130
+        rc, msg = 130, str(e) or "interrupted"
+    if argv is None:  # the command is over: a Ctrl-C while Python shuts down has nothing left to stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if msg is not None:
+        print(one_line(msg), file=sys.stderr)
+    return rc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass, field, fields, replace
@@ -187,7 +188,7 @@ class RunConfig:
         sections = {f.name: f.type for f in fields(cls)}
         unknown = set(d) - set(sections)
         if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; known: {sorted(sections)}")
+            raise ConfigError(f"unknown config section(s) {shown(sorted(unknown))}; known: {sorted(sections)}")
         kw = {}
         for f in fields(cls):
             sub = SECTIONS[f.name]
@@ -195,7 +196,7 @@ class RunConfig:
             known = {g.name for g in fields(sub)}
             bad = set(vals) - known
             if bad:
-                raise ConfigError(f"unknown key(s) {sorted(bad)} in section '{f.name}'")
+                raise ConfigError(f"unknown key(s) {shown(sorted(bad))} in section '{f.name}'")
             vals = {k: tuple(v) if isinstance(v, list) else v for k, v in vals.items()}  # JSON lists -> tuples
             kw[f.name] = sub(**vals)
         return cls(**kw)
@@ -213,6 +214,13 @@ SWEEPABLE = ("optim.lr", "optim.weight_decay", "optim.b1", "optim.b2", "optim.cl
 def sweepable(section: str) -> tuple[str, ...]:
     """The field names of `section` in SWEEPABLE."""
     return tuple(name for sec, _, name in (k.partition(".") for k in SWEEPABLE) if sec == section)
+
+
+def shown(value, limit: int = 80) -> str:
+    """A user's value as a message echoes it: control characters escaped (the message stays one line), at most
+    `limit` characters (a 100,000-character value is not printed back whole)."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------- overrides
@@ -237,13 +245,13 @@ def resolve_key(key: str) -> tuple[str, str]:
     if "." in key:
         sec, _, name = key.partition(".")
         if sec not in SECTIONS or name not in {f.name for f in fields(SECTIONS[sec])}:
-            raise ConfigError(f"unknown config key '{key}'; see `python -m miiii presets --keys` for all keys")
+            raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
         return sec, name
     paths = _leaf_index().get(key, [])
     if not paths:
-        raise ConfigError(f"unknown config key '{key}'; see `python -m miiii presets --keys` for all keys")
+        raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
     if len(paths) > 1:
-        raise ConfigError(f"config key '{key}' is ambiguous: write one of {', '.join(paths)}")
+        raise ConfigError(f"config key '{shown(key)}' is ambiguous: write one of {', '.join(paths)}")
     sec, _, name = paths[0].partition(".")
     return sec, name
 
@@ -268,7 +276,10 @@ def parse_value(sec: str, name: str, text: str):
             return float(text)
         return str(text)
     except ValueError:
-        raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{text}'") from None
+        raise ConfigError(f"{sec}.{name} takes a {typ.__name__}, not '{shown(text)}'") from None
+
+
+MAX_RANGE = 2**20  # values an a:b range of --set may hold (MLP neurons: this model's widths are far below)
 
 
 def _parse_tuple(key: str, elem: type, text: str) -> tuple:
@@ -278,13 +289,17 @@ def _parse_tuple(key: str, elem: type, text: str) -> tuple:
         if not part:
             continue
         try:
-            if elem is int and ":" in part:
-                lo, _, hi = part.partition(":")
-                out.extend(range(int(lo), int(hi)))
-            else:
-                out.append(elem(part))
+            lo, colon, hi = part.partition(":")
+            span = range(int(lo), int(hi)) if elem is int and colon else None
+            value = None if span is not None else elem(part)
         except ValueError:
-            raise ConfigError(f"{key} takes comma-separated {elem.__name__}s, not '{text}'") from None
+            raise ConfigError(f"{key} takes comma-separated {elem.__name__}s, not '{shown(text)}'") from None
+        if span is None:
+            out.append(value)
+        elif len(span) > MAX_RANGE:  # checked before a list of them is built
+            raise ConfigError(f"{key}: the range {shown(part)} holds {len(span):,} values, more than {MAX_RANGE:,}")
+        else:
+            out.extend(span)
     return tuple(out)
 
 
@@ -293,7 +308,7 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     for a in assignments:
         key, eq, text = a.partition("=")
         if not eq or not key:
-            raise ConfigError(f"--set takes key=value, got '{a}'")
+            raise ConfigError(f"--set takes key=value, got '{shown(a)}'")
         sec, name = resolve_key(key.strip())
         cfg = set_fields(cfg, **{sec: {name: parse_value(sec, name, text.strip())}})
     return cfg
@@ -302,25 +317,92 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
 # ---------------------------------------------------------------- validation
 
 
+INT32 = 2**31  # the step counter, scan lengths and XLA's indices are int32
+SEED_FIELDS = ("task.split_seed", "task.train_seed", "task.valid_seed", "task.basis_seed", "train.seed")
+
+
+def check_ranges(cfg: RunConfig) -> None:
+    """Every integer within int32 (a larger one passes the checks below, then overflows inside a jitted step after
+    the run directory is written); seeds in [0, 2**32), where jax and numpy take them (jax.random.key wraps 2**32
+    silently to seed 0, numpy refuses negative seeds)."""
+    for sec, typ in SECTIONS.items():
+        for f in fields(typ):
+            v, key = getattr(getattr(cfg, sec), f.name), f"{sec}.{f.name}"
+            if not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if key in SEED_FIELDS and not 0 <= v < 2**32:
+                raise ConfigError(f"{key} = {shown(v)} must lie in [0, 2**32)")
+            if key not in SEED_FIELDS and not -INT32 < v < INT32:
+                raise ConfigError(f"{key} = {shown(v)} is too large: it must be below 2**31 = {INT32:,}")
+
+
+GiB = 1 << 30
+
+
+def host_memory() -> int:
+    """Bytes of memory on this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
+    """Bytes one run needs at the least, by what needs them, from the config alone: the parameters with AdamW's two
+    moments, the gradient and grokfast's state; the per-step metrics the host keeps for the whole run; the datasets;
+    one MLP activation of a training batch. A floor, to refuse sizes no machine holds before anything is built
+    (recordings are checked exactly against --record-budget once the model's shapes are known)."""
+    t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    if t.is_sequence:
+        vocab = out = 14  # tasks.BOOK_VOCAB
+        n_ctx, tasks, samples = m.n_ctx or t.seq_len, 1, t.n_train + t.n_valid
+        n_train, slots = t.n_train, t.seq_len
+    else:
+        qs = [q for q in range(2, t.p) if is_prime(q)] if t.name == "miiii" else [t.p]
+        vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), t.p * t.p
+        n_train, slots = int(t.train_frac * samples), len(qs)
+    d = m.d_model
+    params = (vocab + n_ctx) * d + m.n_layers * (4 * d * d + 2 * d * m.mlp_dim) + d * out
+    extra = {"none": 0, "ema": 1, "ma": o.window}.get(o.grokfast, 0)
+    batch = min(tr.batch_size or n_train, n_train)
+    return params * 4 * (4 + extra), {
+        "metrics": tr.steps * (3 + 4 * tasks) * 4, "data": samples * (n_ctx + slots) * 4,
+        "activations": batch * n_ctx * m.mlp_dim * 4}
+
+
+def check_memory(cfg: RunConfig, members: int = 1) -> None:
+    """Refuse a run (or `members` runs of a sweep, which share the data) that cannot fit in this machine's memory."""
+    state, rest = memory_floor(cfg)
+    need = {"parameters and optimizer state": state * members, "per-step metrics": rest["metrics"] * members,
+            "datasets": rest["data"], "activations": rest["activations"] * members}
+    total, have = sum(need.values()), host_memory()
+    if total > have:
+        parts = ", ".join(f"{k} {v / GiB:,.1f} GiB" for k, v in need.items() if v > 0.01 * total)
+        raise ConfigError(
+            f"{'this run needs' if members == 1 else f'these {members:,} runs need'} at least {total / GiB:,.1f} GiB "
+            f"of memory ({parts}), more than this machine's {have / GiB:,.1f} GiB; lower model.d_model, "
+            "model.d_mlp, model.n_layers, optim.window (grokfast ma), train.steps, train.batch_size, the task's "
+            "size" + (" or the number of seeds and grid points" if members > 1 else ""))
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Reject configs that cannot run, with a message that names the fix."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    check_ranges(cfg)
     if t.name not in TASKS:
-        raise ConfigError(f"unknown task '{t.name}'; choose one of: {', '.join(TASKS)}")
+        raise ConfigError(f"unknown task '{shown(t.name)}'; choose one of: {', '.join(TASKS)}")
     if t.variant not in VARIANTS:
-        raise ConfigError(f"unknown task variant '{t.variant}'; choose one of: {', '.join(VARIANTS)}")
+        raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(VARIANTS)}")
     if t.variant != "none" and t.name != "miiii":
-        raise ConfigError(f"variant '{t.variant}' exists only for the miiii task")
+        raise ConfigError(f"variant '{shown(t.variant)}' exists only for the miiii task")
     if t.digit_order not in ("low", "high"):
-        raise ConfigError(f"task.digit_order = '{t.digit_order}': choose low ([x0, x1, p]) or high ([x1, x0, p])")
+        raise ConfigError(f"task.digit_order = '{shown(t.digit_order)}': choose low ([x0, x1, p]) or high "
+                          "([x1, x0, p])")
     if t.loss_over_tasks not in ("mean", "sum"):
-        raise ConfigError(f"task.loss_over_tasks = '{t.loss_over_tasks}': choose mean or sum")
+        raise ConfigError(f"task.loss_over_tasks = '{shown(t.loss_over_tasks)}': choose mean or sum")
     if not t.is_sequence:
         least = 3 if t.name == "nanda" else 5
+        if t.p > 1000:  # before the primality test, whose trial division would take years at p = 2**61 - 1
+            raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
         if t.p < least or not is_prime(t.p):
             raise ConfigError(f"task.p = {t.p}: {t.name} needs a prime p >= {least} (e.g. 113, 59, 37, 17)")
-        if t.p > 1000:
-            raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
         if not (0 < t.train_frac < 1) or math.isnan(t.train_frac):
             raise ConfigError(f"task.train_frac = {t.train_frac} must lie strictly between 0 and 1")
         n = t.p * t.p
@@ -352,9 +434,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     if not (0 <= m.dropout < 1) or math.isnan(m.dropout):
         raise ConfigError(f"model.dropout = {m.dropout} must lie in [0, 1)")
     if m.readout not in ("last", "all"):
-        raise ConfigError(f"model.readout = '{m.readout}': choose last or all")
+        raise ConfigError(f"model.readout = '{shown(m.readout)}': choose last or all")
     if m.init not in INITS:
-        raise ConfigError(f"model.init = '{m.init}': choose one of {', '.join(INITS)}")
+        raise ConfigError(f"model.init = '{shown(m.init)}': choose one of {', '.join(INITS)}")
     seq_task = t.is_sequence
     if seq_task and m.n_ctx:
         fed = t.seq_len
@@ -374,20 +456,21 @@ def validate(cfg: RunConfig) -> RunConfig:
     if not (0 <= o.b1 < 1 and 0 <= o.b2 < 1 and 0 <= o.alpha < 1):
         raise ConfigError("optim.b1, optim.b2 and optim.alpha must lie in [0, 1)")
     if o.schedule not in ("constant", "cosine"):
-        raise ConfigError(f"optim.schedule = '{o.schedule}': choose constant or cosine")
+        raise ConfigError(f"optim.schedule = '{shown(o.schedule)}': choose constant or cosine")
     if o.grokfast not in ("none", "ema", "ma"):
-        raise ConfigError(f"optim.grokfast = '{o.grokfast}': choose none, ema or ma")
+        raise ConfigError(f"optim.grokfast = '{shown(o.grokfast)}': choose none, ema or ma")
     if o.ema_init not in ("first", "zeros"):
-        raise ConfigError(f"optim.ema_init = '{o.ema_init}': choose first or zeros")
+        raise ConfigError(f"optim.ema_init = '{shown(o.ema_init)}': choose first or zeros")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
     if tr.precision not in PRECISIONS:
-        raise ConfigError(f"train.precision = '{tr.precision}': choose {', '.join(PRECISIONS)}")
+        raise ConfigError(f"train.precision = '{shown(tr.precision)}': choose {', '.join(PRECISIONS)}")
     if tr.steps < 1:
         raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
         raise ConfigError("train.chunk and train.eval_every must be >= 1, train.batch_size >= 0")
     validate_record(cfg)
+    check_memory(cfg)
     return cfg
 
 
@@ -401,11 +484,11 @@ def validate_record(cfg: RunConfig) -> None:
     if not 0 <= r.log <= 1_000_000:
         raise ConfigError(f"record.log = {r.log} must lie in [0, 1000000]")
     if r.positions not in ("last", "all"):
-        raise ConfigError(f"record.positions = '{r.positions}': choose last or all")
+        raise ConfigError(f"record.positions = '{shown(r.positions)}': choose last or all")
     if r.dtype not in ("float16", "float32"):
-        raise ConfigError(f"record.dtype = '{r.dtype}': choose float16 or float32")
+        raise ConfigError(f"record.dtype = '{shown(r.dtype)}': choose float16 or float32")
     if any(n < 0 for n in r.neurons) or len(set(r.neurons)) != len(r.neurons):
-        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {list(r.neurons)[:8]}")
+        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {shown(list(r.neurons)[:8])}")
     if c.every < 1 or c.keep < 2:
         raise ConfigError(f"ckpt.every = {c.every} must be >= 1 and ckpt.keep = {c.keep} >= 2")
     if not 0 <= c.keep_log <= 1000:

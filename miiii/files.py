@@ -1,8 +1,9 @@
-"""Run-directory file I/O shared by the runner, the recorder, checkpoints and sweeps: atomic writes,
-free space, and the one error a run stops on when the disk fails it."""
+"""Run-directory file I/O shared by the runner, the recorder, checkpoints and sweeps: atomic and durable
+(fsynced) writes, free space, and the one error a run stops on when the disk fails it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import numpy as np
 
 
 class RunError(RuntimeError):
-    """A run that stopped on a fault it cannot fix (disk full, write error); the directory stays resumable."""
+    """A run that stopped on a fault it cannot fix (disk full, write error); the message says what is left."""
 
 
 def free_bytes(path: Path) -> int:
@@ -23,19 +24,72 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(p).free
 
 
-def io_fault(path: Path, e: OSError) -> RunError:
-    """The RunError for a failed write: names the file, the reason and the free space, says how to go on."""
-    return RunError(f"writing {path} failed: {e.strerror or e} ({free_bytes(Path(path).parent):,} bytes free on that "
-                    "disk); the run stopped and can be resumed from its last checkpoint with --resume once fixed")
+def io_fault(path: Path, e: OSError | str) -> RunError:
+    """The RunError for a failed write: names the file, the reason and the free space. What is left of the run
+    (a checkpoint to resume from, or nothing) is added by the caller that knows it (`then`)."""
+    reason = e if isinstance(e, str) else e.strerror or str(e)
+    return RunError(f"writing {path} failed: {reason} ({free_bytes(Path(path).parent):,} bytes free on that disk)")
+
+
+def then(e: RunError, what_is_left: str) -> RunError:
+    """`e` with what is left of the run appended (one line)."""
+    return RunError(f"{e}; {what_is_left}")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory entries of `path` (a rename into it) durable; filesystems that cannot fsync a
+    directory (EINVAL) have nothing more to do."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _atomic(path: Path, tmp: Path, write) -> None:
+    """`write(f)` into `tmp`, fsync it, rename it over `path`, fsync the directory: after a power loss `path` is
+    the old file or the whole new one, and once this returns the new one. A failed write removes `tmp`."""
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    text = json.dumps(obj, indent=1, sort_keys=True).encode()
+    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(text))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    data = text.encode()
+    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
 
 
 def save_npz_atomic(path: Path, **arrays) -> None:
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    _atomic(path, path.with_suffix(".tmp.npz"), lambda f: np.savez(f, **arrays))
+
+
+def fsync_tree(path: Path) -> None:
+    """fsync every file and directory under `path` and `path`'s own directory entry (a checkpoint written by
+    orbax, which does not sync its metadata files or renames)."""
+    path = Path(path)
+    for p in sorted(path.rglob("*"), key=lambda p: -len(p.parts)):  # files before the directories that hold them
+        if p.is_dir():
+            fsync_dir(p)
+        elif p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(path)
+    fsync_dir(path.parent)

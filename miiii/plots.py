@@ -445,8 +445,15 @@ def load_runs(run_dirs) -> list[Run]:
 def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
     """Draw every figure the given runs support; returns the written paths (PNG and PDF of each)."""
     out = Path(out)
+    blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"--out {out}: {blocker} exists and is not a directory; choose another --out")
     runs = load_runs(run_dirs)
     names = [label(r) for r in runs]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
     if len(set(names)) != len(names):
         raise ConfigError(f"run directories must have distinct names, got {names}")
     paths = fig_polar(out) + fig_inputs(out) + fig_targets(out)

@@ -17,6 +17,7 @@ from miiii.config import (
     TaskConfig,
     TrainConfig,
     set_fields,
+    shown,
 )
 
 # ---------------------------------------------------------------- recipes
@@ -210,5 +211,5 @@ DEFAULT_PRESET = "nanda-cpu"
 def get_preset(name: str) -> RunConfig:
     if name not in PRESETS:
         names = ", ".join(PRESETS)
-        raise ConfigError(f"unknown preset '{name}'; choose one of: {names} (see `python -m miiii presets`)")
+        raise ConfigError(f"unknown preset '{shown(name)}'; choose one of: {names} (see `python -m miiii presets`)")
     return PRESETS[name][0]

@@ -11,17 +11,20 @@ writer thread, so host memory holds about one chunk and writing overlaps the nex
     acts/NAME.npy      (n_recorded, ...) one file per recorded name, axes in index.json
     acts/inputs.npy    (n_inputs, n_ctx) int32 tokens of the recorded inputs
     acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count, steps (record.log: the
-                       recorded steps; else null)}, steps, inputs,
-                       complete_step (records for every step < complete_step are on disk), finished
+                       recorded steps; else null), crc32}, steps, inputs, complete_step (records for every
+                       step < complete_step are on disk), finished;
+                       crc32: [[rows, zlib.crc32 of the rows since the previous entry], ...], one per commit
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 import queue
 import re
 import threading
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.config import ConfigError, RunConfig
-from miiii.files import RunError, free_bytes, io_fault
+from miiii.config import ConfigError, RunConfig, shown
+from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, is_due, log_steps, rows_before, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
@@ -97,12 +100,12 @@ def probe_tokens(task: Task, text: str) -> np.ndarray:
         else:
             seq = encode_reversal(digits(np.array([int(s)]), len(s)))[0]
     except ValueError:
-        raise ConfigError(f"record.probes: cannot read '{text}' (write 123+456 or 12345)") from None
+        raise ConfigError(f"record.probes: cannot read '{shown(text)}' (write 123+456 or 12345)") from None
     x = seq[:-1]
     ref = task.train.x[0]
     marks = np.isin(ref, [PLUS, EQUALS])
     if len(x) != len(ref) or not np.array_equal(x[marks], ref[marks]) or np.isin(x[~marks], [PLUS, EQUALS]).any():
-        raise ConfigError(f"record.probes: '{text}' does not fit the {task.name} task (its inputs look like "
+        raise ConfigError(f"record.probes: '{shown(text)}' does not fit the {task.name} task (its inputs look like "
                           f"'{decode(ref)}')")
     return x.astype(np.int32)
 
@@ -113,7 +116,7 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
     kind, _, arg = r.inputs.partition(":")
     if kind == "grid":
         if task.generative:
-            raise ConfigError(f"record.inputs = '{r.inputs}': the {task.name} task has no input grid; "
+            raise ConfigError(f"record.inputs = '{shown(r.inputs)}': the {task.name} task has no input grid; "
                               "use probes or valid:N")
         p = cfg.task.p
         k = p if not arg else _int_arg(r.inputs, arg, 1, p)
@@ -128,7 +131,7 @@ def record_inputs(cfg: RunConfig, task: Task) -> tuple[np.ndarray, dict]:
     if kind == "valid":
         n = _int_arg(r.inputs, arg, 1, len(task.valid.x))
         return task.valid.x[:n].astype(np.int32), {"kind": "valid", "count": n, "order": "first n validation samples"}
-    raise ConfigError(f"record.inputs = '{r.inputs}': choose grid, grid:K, probes or valid:N")
+    raise ConfigError(f"record.inputs = '{shown(r.inputs)}': choose grid, grid:K, probes or valid:N")
 
 
 def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
@@ -137,7 +140,7 @@ def _int_arg(text: str, arg: str, lo: int, hi: int) -> int:
     except ValueError:
         v = lo - 1
     if not lo <= v <= hi:
-        raise ConfigError(f"record.inputs = '{text}': the number must lie in [{lo}, {hi}]")
+        raise ConfigError(f"record.inputs = '{shown(text)}': the number must lie in [{lo}, {hi}]")
     return v
 
 
@@ -226,15 +229,23 @@ class Recording:
             out.append((every, fn))
         return tuple(out)
 
-    def index(self, complete_step: int, finished: bool) -> dict:
+    def committed(self, name: str, step: int, finished: bool) -> int:
+        """Rows of array `name` on disk once every step < `step` is (all of them once the run has finished)."""
+        a = self.arrays[name]
+        return a.count if finished else int(rows_before(step, a.every))
+
+    def index(self, complete_step: int, finished: bool, sums: dict | None = None) -> dict:
+        """index.json; `sums`: name -> [[rows, crc32 of the rows since the previous entry], ...], one per commit."""
         first = next((g for g in self.groups if g[2] == "act"), self.groups[0] if self.groups else None)
         steps = [] if not first else list(first[0]) if isinstance(first[0], tuple) else list(
             range(0, self.steps + 1, first[0]))
         log = lambda a: isinstance(a.every, tuple)  # noqa: E731
+        sums = sums or {}
         return {
             "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
                            "kind": a.kind, "every": None if log(a) else a.every, "count": a.count,
-                           "steps": list(a.every) if log(a) else None} for n, a in self.arrays.items()},
+                           "steps": list(a.every) if log(a) else None, "crc32": sums.get(n, [])}
+                       for n, a in self.arrays.items()},
             "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
             "inputs": {**self.inputs_meta, "file": ACTS_INPUTS, "shape": list(self.inputs.shape)},
             "positions": "last" if any(s[0] is not None for s in self.select.values()) else "all",
@@ -258,15 +269,16 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
     known_params = param_names(params)
     bad = [n for n in r.params if n not in known_params]
     if bad:
-        raise ConfigError(f"record.params: unknown parameter(s) {bad}; this model has: {', '.join(known_params)}")
+        raise ConfigError(f"record.params: unknown parameter(s) {shown(bad)}; this model has: "
+                          f"{', '.join(known_params)}")
     x, meta = record_inputs(cfg, task) if r.acts else (np.zeros((1, task.n_ctx), np.int32), {})
     _, acts = jax.eval_shape(apply, params, jax.ShapeDtypeStruct(x.shape, jnp.int32))
     bad = [n for n in r.acts if n not in acts]
     if bad:
-        raise ConfigError(f"record.acts: unknown activation(s) {bad}; this model has: {', '.join(sorted(acts))}")
+        raise ConfigError(f"record.acts: unknown activation(s) {shown(bad)}; this model has: {', '.join(sorted(acts))}")
     dup = {n for n in (*r.acts, *r.params) if (*r.acts, *r.params).count(n) > 1}
     if dup:
-        raise ConfigError(f"record: {sorted(dup)} named twice")
+        raise ConfigError(f"record: {shown(sorted(dup))} named twice")
     arrays, select = {}, {}
     mlp = cfg.model.mlp_dim
     if r.neurons and max(r.neurons) >= mlp:
@@ -337,6 +349,17 @@ def _write_rows(f, offset: int, rows: np.ndarray) -> None:
     f.write(memoryview(np.ascontiguousarray(rows)).cast("B"))
 
 
+def _file_crc(f, pos: int, n: int) -> int:
+    """zlib.crc32 of `n` bytes of file `f` from `pos`, read 64 MiB at a time."""
+    crc, end = 0, pos + n
+    while pos < end:
+        block = os.pread(f.fileno(), min(64 << 20, end - pos), pos)
+        if not block:
+            break  # a file cut short: its crc differs
+        crc, pos = zlib.crc32(block, crc), pos + len(block)
+    return crc
+
+
 class Recorder:
     """A run's recording as the runner drives it, one object from start to stop.
 
@@ -349,6 +372,7 @@ class Recorder:
     def __init__(self, run_dir: Path, rec: Recording, create: bool):
         self.run_dir, self.dir, self.rec = Path(run_dir), Path(run_dir) / ACTS, rec
         self.files: dict[str, tuple] = {}  # name -> (file object, data offset, bytes per row)
+        self.sums: dict[str, list] = {}  # name -> [[rows, crc32], ...] of the commits so far (index.json)
         self.error: BaseException | None = None
         self._current = ""
         if not rec.arrays:
@@ -356,7 +380,9 @@ class Recorder:
         try:
             if create:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                np.save(self.dir / ACTS_INPUTS, rec.inputs.astype(np.int32))
+                with open(self.dir / ACTS_INPUTS, "wb") as f:
+                    np.save(f, rec.inputs.astype(np.int32))
+                    os.fsync(f.fileno())
             for name, a in rec.arrays.items():
                 path = self.dir / a.file
                 if create:
@@ -370,6 +396,9 @@ class Recorder:
                 del mm
                 row = math.prod(a.shape) * np.dtype(a.dtype).itemsize
                 self.files[name] = (open(path, "r+b"), offset, row)  # noqa: SIM115 - closed in close()
+            if create:
+                fsync_dir(self.dir)
+                fsync_dir(self.run_dir)
         except OSError as e:
             self.close()
             raise self._fault(Path(e.filename or self.dir), e) from None
@@ -436,16 +465,46 @@ class Recorder:
                                for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
 
     def commit(self, step: int, finished: bool) -> None:
-        """Every step < `step` on disk (queued rows written, bytes handed to the OS), then index.json says so."""
+        """Every step < `step` on disk (queued rows written and synced), then index.json says so, with the crc32 of
+        the rows this commit added (read back from the page cache: a flipped byte later is caught on reading)."""
         self._flush()
+        for name, (f, offset, row) in self.files.items():
+            sums = self.sums.setdefault(name, [])
+            start, stop = (sums[-1][0] if sums else 0), self.rec.committed(name, step, finished)
+            if stop > start:
+                try:
+                    sums.append([stop, _file_crc(f, offset + start * row, (stop - start) * row)])
+                except OSError as e:
+                    raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
         self._write_index(step, finished)
+
+    def resume(self, index: dict, step: int, finished: bool) -> None:
+        """Check the rows a resume at `step` keeps against the crc32s in `index` (a ConfigError naming the file when
+        one differs) and keep those sums; rows after `step` are written again. Runs written before the sums: none."""
+        for name, (f, offset, row) in self.files.items():
+            kept, start = [], 0
+            for stop, crc in index.get("arrays", {}).get(name, {}).get("crc32", []):
+                if stop > self.rec.committed(name, step, finished):
+                    break
+                try:
+                    got = _file_crc(f, offset + start * row, (stop - start) * row)
+                except OSError as e:
+                    raise ConfigError(f"{self.dir / self.rec.arrays[name].file} cannot be read ({e.strerror or e})"
+                                      ) from None
+                if got != crc:
+                    raise ConfigError(f"{self.dir / self.rec.arrays[name].file} is damaged: rows {start}..{stop - 1} "
+                                      "do not match their checksum in index.json; the run cannot be resumed")
+                kept.append([stop, crc])
+                start = stop
+            self.sums[name] = kept
 
     def _submit(self, step: int, records: list[dict]) -> None:
         self._raise()
         self.q.put((step, records))
 
     def _flush(self) -> None:
-        """Wait for queued rows, raise a write error if there was one, and hand the bytes to the OS."""
+        """Wait for queued rows, raise a write error if there was one, and sync the bytes to the disk (index.json,
+        written next, must never claim rows a power loss can take back)."""
         if not self.files:
             return
         self.q.join()
@@ -453,12 +512,13 @@ class Recorder:
         for name, (f, _, _) in self.files.items():
             try:
                 f.flush()
+                os.fsync(f.fileno())
             except OSError as e:
                 raise self._fault(self.dir / self.rec.arrays[name].file, e) from None
 
     def _write_index(self, complete_step: int, finished: bool) -> None:
         if self.rec.arrays:
-            write_acts_index(self.run_dir, self.rec.index(complete_step, finished))
+            write_acts_index(self.run_dir, self.rec.index(complete_step, finished, self.sums))
 
     def __enter__(self):
         return self

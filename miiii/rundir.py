@@ -16,10 +16,12 @@
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
     run_dir/acts/          recorded activations and parameters, one .npy per name, inputs.npy, index.json
-                           (record.py plans and streams the rows; row j of an array is step j * every)
+                           (record.py plans and streams the rows; row j of an array is step j * every; the
+                           crc32 of each commit's rows, checked by load_run and --resume)
     run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state; their checksums and a copy of the config
                            that tells an edited config.json apart (checkpoint.py)
-    run_dir/.lock          flock held by the one process writing the directory
+    run_dir/.lock          flock held by the one process writing the directory (taken by `Claim` before a new
+                           run's start-up; a start-up that fails or is interrupted removes the directory again)
     run_dir/book.json      a sequence run's evaluation the book's way (`python -m miiii book`, bookeval.py)
 
 The runner writes a directory chunk by chunk, a sweep one per member (config.json at its start, metrics.jsonl and
@@ -34,8 +36,10 @@ import functools
 import json
 import math
 import os
+import shutil
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,11 +48,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ConfigError, RunConfig
-from miiii.files import io_fault, save_npz_atomic, write_json_atomic
+from miiii.files import RunError, io_fault, save_npz_atomic, then, write_json_atomic
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 METRICS_LOG, TB = "metrics.jsonl", "tb"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
+RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK)  # a run's own names, at its top
 METRIC_KEYS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc", "grad_norm")  # per step, in metrics.npz
 LOG_KEYS = METRIC_KEYS[:5]  # in metrics.jsonl and tb/: each but the loss per task, as "valid_acc/q=2"
 TB_POINTS = 1000  # TensorBoard shows 1,000 points per scalar tag by default; tb/ gets about that many steps
@@ -84,8 +89,22 @@ def log_steps(steps: int, k: int) -> tuple[int, ...]:
 # ---------------------------------------------------------------- writing
 
 
+def run_owning(path: Path) -> Path | None:
+    """The run directory of which `path` is one of the files (config.json, metrics.npz, anything under acts/ or
+    ckpt/, ...; the run directory itself too), followed through symlinks; None if it is no run's."""
+    for p in {Path(path).absolute(), Path(path).resolve()}:
+        for d in (p, *p.parents):
+            if (d / CONFIG).is_file() and (d == p or p.relative_to(d).parts[0] in RUN_FILES):
+                return d
+    return None
+
+
 def check_new(run_dir: Path) -> None:
-    """Refuse to write into a directory that already holds anything (no earlier run is overwritten)."""
+    """Refuse to write into a directory that already holds anything (no earlier run is overwritten). A quick
+    check before the config is built; `Claim` checks again under the lock."""
+    if run_dir.is_symlink() and not run_dir.exists():
+        raise ConfigError(f"run directory {run_dir} is a symlink to nothing ({os.readlink(run_dir)}); "
+                          "choose another --run-dir")
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise ConfigError(f"run directory {run_dir} already exists and is not empty; choose another --run-dir")
 
@@ -107,6 +126,14 @@ class RunLock:
             self.f.close()
             raise ConfigError(f"{self.path.parent} is being written by another live process (pid {pid}); "
                               "wait for it to finish or stop it (Ctrl-C), then --resume") from None
+        try:  # a start-up that failed removes its .lock: a lock taken on that unlinked file guards nothing
+            same = os.stat(self.path).st_ino == os.fstat(self.f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self.f.close()
+            raise ConfigError(f"{self.path.parent} was removed by another process while this one opened it; "
+                              "try again")
         self.f.seek(0)
         self.f.truncate()
         self.f.write(str(os.getpid()))
@@ -116,6 +143,115 @@ class RunLock:
     def __exit__(self, *exc):
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
+
+
+def unstarted(run_dir: Path) -> bool:
+    """A directory that a `train` left before its first checkpoint was recorded (killed during start-up):
+    config.json and at most what start-up writes before ckpt.json (acts/, checkpoint 0 or a temp folder, a
+    metrics.npz of no step), and nothing that says a step was trained. `--resume` starts it over."""
+    run_dir = Path(run_dir)
+    names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    if CONFIG not in names or not names <= {CONFIG, LOCK, ACTS, CKPT, METRICS}:
+        return False
+    ckpt = run_dir / CKPT
+    if ckpt.is_dir() and any(p.name != "0" and ".orbax-checkpoint-tmp" not in p.name for p in ckpt.iterdir()):
+        return False
+    if METRICS in names:
+        try:
+            with np.load(run_dir / METRICS) as z:
+                return len(z["step"]) == 0
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return True  # a metrics.npz cut short by the kill: step 0's, the only one written before ckpt.json
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+class Claim:
+    """A new run's hold on its directory, taken before the slow start-up: created (or found empty), locked, and
+    found empty again under the lock, so of two `train`s into one directory the second is refused even when
+    both passed `check_new` before either wrote. `restart`: a directory left `unstarted`, emptied but for its
+    config.json (`--resume` starts it over).
+
+    Until `keep()` (called once the step-0 checkpoint is written) any exception removes what the claim made (the
+    directory and the parents it created; for a restart, everything but config.json), and a RunError or an
+    interrupt says so."""
+
+    def __init__(self, run_dir: Path, restart: bool = False):
+        self.run_dir, self.restart, self.kept, self.made = Path(run_dir), restart, False, []
+
+    def __enter__(self):
+        d = self.run_dir
+        missing, p = [], d.absolute()
+        while not p.exists() and not p.is_symlink():
+            missing.append(p)
+            p = p.parent
+        try:
+            for p in reversed(missing):
+                try:
+                    os.mkdir(p)
+                    self.made.append(p)
+                except FileExistsError:
+                    pass
+            if not d.is_dir():
+                raise ConfigError(f"run directory {d} is not a directory; choose another --run-dir")
+            lock_existed = (d / LOCK).exists()
+            self.lock = RunLock(d).__enter__()
+        except OSError as e:
+            self._remove_made()
+            raise ConfigError(f"cannot create the run directory {d}: {e.strerror or e}") from None
+        if self.restart and not unstarted(d):
+            self.lock.__exit__()
+            raise ConfigError(f"{d} changed while --resume started it over; look at it, then try again")
+        others = [p for p in d.iterdir() if p.name not in ({LOCK, CONFIG} if self.restart else {LOCK})]
+        if self.restart:
+            for p in others:
+                _remove(p)
+        elif others:
+            if not lock_existed:
+                (d / LOCK).unlink(missing_ok=True)
+            self.lock.__exit__()
+            raise ConfigError(f"run directory {d} already exists and is not empty (another process wrote into it "
+                              "just now); choose another --run-dir")
+        return self
+
+    def keep(self) -> None:
+        """The directory holds a resumable run now: an exception no longer removes it."""
+        self.kept = True
+
+    def _remove_made(self) -> None:
+        for p in reversed(self.made):
+            try:
+                p.rmdir()
+            except OSError:
+                break  # someone else wrote there since
+
+    def __exit__(self, typ, exc, tb):
+        if exc is None or self.kept:
+            self.lock.__exit__()
+            return None
+        d = self.run_dir
+        keep = {LOCK, CONFIG} if self.restart else {LOCK}
+        for p in list(d.iterdir()):
+            if p.name not in keep:
+                _remove(p)
+        if not self.restart:
+            (d / LOCK).unlink(missing_ok=True)  # before the lock is released: see RunLock
+        self.lock.__exit__()
+        if not self.restart:
+            self._remove_made()
+        left = (f"{d} holds only its config.json again; start it over with --resume" if self.restart else
+                f"{d} was removed" if not d.exists() else f"{d} is empty again")
+        if isinstance(exc, KeyboardInterrupt):
+            raise type(exc)(f"interrupted before the first checkpoint: nothing was kept ({left})") from None
+        if isinstance(exc, RunError):
+            raise then(exc, f"the run stopped before its first checkpoint: nothing was kept ({left})") from None
+        return None
 
 
 def _written(path: Path, write, *args, **kwargs) -> None:
@@ -314,6 +450,9 @@ def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
 def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
     """Refuse a config.json that differs from the copy saved with the checkpoints (ckpt.json) since the run began."""
     stored = ckpt_meta.get("config")
+    if stored is None and ckpt_meta.get("checksums"):  # every save writes both: a copy removed hides an edit
+        raise ConfigError(f"{Path(run_dir) / CKPT_META} is damaged or was edited: it has no copy of the config, so an "
+                          f"edited {Path(run_dir) / CONFIG} cannot be told apart; restore it or start a new run")
     # compared as configs, so a run written before a field existed reads back with that field's default
     if stored is not None and RunConfig.from_dict(stored) != cfg:
         raise ConfigError(f"{Path(run_dir) / CONFIG} was edited after the run started (it differs from the copy in "
@@ -473,11 +612,36 @@ class Run:
             ckpts.close()
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Load a finished (or resumable) run; activations are opened with mmap_mode='r', nothing is read yet.
+def acts_file(run_dir: Path, name) -> str:
+    """An array's file as index.json names it: a plain name inside acts/ (never a path to another run's files)."""
+    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") or not name.endswith(".npy"):
+        raise ConfigError(f"{Path(run_dir) / ACTS / ACTS_INDEX} is damaged or was edited: it names the file "
+                          f"{str(name)[:80]!r}, not a .npy file inside acts/")
+    return name
+
+
+def check_rows(path: Path, a: np.ndarray, sums: list) -> None:
+    """The rows of `a` (time first) against index.json's crc32 of each commit's rows; the commits past len(a) are
+    not checked (an interrupted run's rows after its last commit). A mismatch is a ConfigError naming the file."""
+    start = 0
+    for stop, crc in sums:
+        if stop > len(a):
+            break
+        got, step = 0, max(1, (64 << 20) // max(a[0].nbytes, 1))
+        for i in range(start, stop, step):
+            got = zlib.crc32(np.ascontiguousarray(a[i:min(i + step, stop)]), got)
+        if got != crc:
+            raise ConfigError(f"{path} is damaged: rows {start}..{stop - 1} do not match their checksum in "
+                              f"{path.parent / ACTS_INDEX}")
+        start = stop
+
+
+def load_run(run_dir: str | Path, verify: bool = True) -> Run:
+    """Load a finished (or resumable) run; activations are opened with mmap_mode='r'.
 
     An interrupted run's activations are cut (lazily) to the rows already written. Damaged files (a
-    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file.
+    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file. `verify`:
+    read every activation row once to check it against index.json's crc32 (about 2 GB/s).
     """
     path = Path(run_dir)
     config = read_config(path)
@@ -487,7 +651,7 @@ def load_run(run_dir: str | Path) -> Run:
         index = read_acts_index(path)
         done, finished = index.get("complete_step"), index.get("finished", True)
         for name, meta in index.get("arrays", {}).items():
-            f = path / ACTS / meta["file"]
+            f = path / ACTS / acts_file(path, meta.get("file"))
             a = _read(f, lambda f: np.load(f, mmap_mode="r"))
             if list(a.shape) != list(meta["shape"]) or str(a.dtype) != meta["dtype"]:
                 raise ConfigError(f"{f} is damaged: shape {a.shape} {a.dtype}, index.json says {meta['shape']} "
@@ -495,6 +659,8 @@ def load_run(run_dir: str | Path) -> Run:
             if done is not None and not finished:  # rows for steps < complete_step are on disk
                 every = tuple(meta["steps"]) if meta.get("steps") is not None else meta.get("every", 1)
                 a = a[: rows_before(done, every)]
+            if verify:
+                check_rows(f, a, meta.get("crc32", []))
             acts[name] = a
         steps = np.asarray(index.get("steps", []), np.int64)
         if done is not None and not finished:

@@ -27,23 +27,28 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.checkpoint import Checkpoints
 from miiii.checkpoint import describe as describe_checkpoints
 from miiii.config import ConfigError, RunConfig, validate
-from miiii.files import RunError
+from miiii.files import RunError, then
 from miiii.model import abstract_params, build_model, count_params
 from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
     METRIC_KEYS,
+    PARAMS,
+    Claim,
     MetricsLog,
     RunLock,
     check_new,
     check_unedited,
+    flatten_params,
     has_checkpoints,
     read_acts_index,
     read_ckpt_meta,
     read_config,
     read_metrics,
+    read_params,
     read_summary,
     remove_summary,
+    unstarted,
     write_config,
     write_metrics,
     write_params,
@@ -80,7 +85,12 @@ class Interrupted(KeyboardInterrupt):
 
 
 class _StopFlag:
-    """First SIGINT/SIGTERM: finish the chunk, checkpoint, stop. A second SIGINT stops at once (still resumable)."""
+    """First SIGINT/SIGTERM: finish what is under way (a chunk, a start-up stage), checkpoint, stop. A second
+    SIGINT stops at once. The flag is read where stopping is safe, never inside a compile or a write."""
+
+    def __init__(self, message: str = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to "
+                                      "stop at once"):
+        self.message = message
 
     def __enter__(self):
         self.requested = False
@@ -93,12 +103,19 @@ class _StopFlag:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt("stopped at once; resume from the last checkpoint with --resume")
         self.requested = True
-        tqdm.write("stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once",
-                   file=sys.stderr)
+        tqdm.write(self.message, file=sys.stderr)
+
+    def check(self) -> None:
+        """Stop here (an Interrupted) if a stop was requested."""
+        if self.requested:
+            raise Interrupted("interrupted during start-up")
 
     def __exit__(self, *exc):
         for sig, handler in self.prev.items():
             signal.signal(sig, handler)
+
+
+_STARTING = "stopping once the start-up step under way returns (nothing is kept); press Ctrl-C again to stop at once"
 
 
 def config_diff(a: RunConfig, b: RunConfig) -> list[str]:
@@ -115,28 +132,50 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
               on_chunk=None, tensorboard: bool = True, profile: str | Path | None = None) -> dict:
     """Train `cfg` and write its run directory; returns the summary. `on_chunk(step)` runs after each chunk (its
     metrics.jsonl lines are on disk by then). `tensorboard`: TensorBoard scalars in run_dir/tb/ when tensorboardX
-    imports. `profile`: a jax.profiler trace of one chunk (`profiled_chunk`) into that directory."""
+    imports. `profile`: a jax.profiler trace of one chunk (`profiled_chunk`) into that directory.
+
+    The directory is claimed (rundir.Claim: created, locked, found empty under the lock, config.json written)
+    before the slow start-up, so a second `train` into it is refused. Until the step-0 checkpoint, an error or
+    Ctrl-C removes what was written; a start-up killed outright leaves config.json, which --resume starts over.
+    """
     run_dir = Path(run_dir)
     check_new(run_dir)
+    validate(cfg)
+    with _StopFlag(_STARTING) as stop, Claim(run_dir) as claim:
+        write_config(run_dir, cfg)
+        return _start(cfg, run_dir, claim, stop, progress, record_budget, on_chunk, tensorboard, profile)
+
+
+def _start(cfg: RunConfig, run_dir: Path, claim: Claim, stop: _StopFlag, progress: bool, record_budget: int | None,
+           on_chunk, tensorboard: bool = True, profile: str | Path | None = None) -> dict:
+    """A claimed directory with its config.json -> the step-0 checkpoint (then the claim is kept) -> the run.
+    `record_budget` None: the recording was accepted when the run was first started (only the free disk counts)."""
     task = prepare(cfg)
+    stop.check()
     trainer, rec = build(cfg, task)
-    check_budget(rec, run_dir, record_budget)
+    check_budget(rec, run_dir, rec.nbytes if record_budget is None else record_budget)
     _say(describe(rec))
     _say(describe_checkpoints(cfg, jax.eval_shape(trainer.init, cfg.train.seed)))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(run_dir):
-        write_config(run_dir, cfg)
-        session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True), tensorboard=tensorboard,
-                          profile=profile)
+    stop.check()
+    session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True), tensorboard=tensorboard,
+                      profile=profile)
+    try:
+        stop.check()
         state = init_state(trainer, cfg.train.seed)
+        stop.check()
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
-        return session.run(state, progress, on_chunk)
+    except BaseException:
+        session.close()
+        raise
+    claim.keep()
+    return session.run(state, progress, on_chunk, stop=stop)
 
 
 def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool = True, on_chunk=None,
                tensorboard: bool = True, profile: str | Path | None = None) -> dict:
     """Continue a run from its newest good checkpoint; metrics (metrics.npz, metrics.jsonl) and activations are
     cut back to that step first. `on_chunk`, `tensorboard`, `profile`: as `train_run`.
+    A run stopped before its first checkpoint (`rundir.unstarted`) starts over from its config.json.
 
     Every check (config, lock, checkpoints, metrics, activation files) runs before anything is changed.
     """
@@ -148,11 +187,16 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
                           "resume without --preset/--set/--steps/--seed, or start a new run")
     cfg = saved
     if not has_checkpoints(run_dir):
-        raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
+        if not unstarted(run_dir):
+            raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
+        validate(cfg)
+        with _StopFlag(_STARTING) as stop, Claim(run_dir, restart=True) as claim:
+            _say(f"{run_dir} stopped before its first checkpoint; starting it over from its config.json")
+            return _start(cfg, run_dir, claim, stop, progress, None, on_chunk, tensorboard, profile)
     check_unedited(run_dir, cfg, read_ckpt_meta(run_dir))
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
-    with RunLock(run_dir):
+    with _StopFlag() as stop, RunLock(run_dir):
         metrics = read_metrics(run_dir, complete=True)
         ckpts = Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         template = jax.eval_shape(trainer.init, cfg.train.seed)
@@ -160,30 +204,63 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         for why in skipped:
             _say(f"warning: {why}; falling back to an older checkpoint")
         if state is None:
+            ckpts.close()
             raise ConfigError(f"{run_dir}: no checkpoint can be resumed from ({'; '.join(skipped) or 'none saved'})")
         s = int(state.step)
         index = {}
         if rec.arrays:
             index = read_acts_index(run_dir)
             if index.get("complete_step", -1) < s:
+                ckpts.close()
                 raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
                                   f"only, older than checkpoint {s}: the activation files are damaged")
         recorder = Recorder(run_dir, rec, create=False)
-        summary = read_summary(run_dir)
+        try:
+            recorder.resume(index, s, index.get("finished", False) and s == cfg.train.steps)
+            summary = read_summary(run_dir) if s == cfg.train.steps and final_params_match(run_dir, state) else {}
+        except BaseException:
+            recorder.close()
+            ckpts.close()
+            raise
         if s == cfg.train.steps and summary and not skipped:
             recorder.close()
             ckpts.close()
             _say(f"{run_dir} already finished ({s} steps); nothing to do")
             return summary
         _say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
-        ckpts.delete_after(s)
-        remove_summary(run_dir)
         session = Session(cfg, task, trainer, run_dir, recorder, ckpts, tensorboard=tensorboard, profile=profile)
-        for key in METRIC_KEYS:
-            session.hist[key][:s] = metrics[key][:s]
-        session.save_metrics(s)
-        recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
-        return session.run(state, progress, on_chunk, resumed_from=s)
+        try:
+            ckpts.delete_after(s)
+            remove_summary(run_dir)
+            for key in METRIC_KEYS:
+                session.hist[key][:s] = metrics[key][:s]
+            session.save_metrics(s)
+            recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
+        except RunError as e:
+            session.close()
+            raise then(e, f"the run stopped; resume it from checkpoint {s} with --resume once fixed") from None
+        except BaseException:
+            session.close()
+            raise
+        return session.run(state, progress, on_chunk, resumed_from=s, stop=stop)
+
+
+def final_params_match(run_dir: Path, state) -> bool:
+    """params.npz holds exactly the final checkpoint's parameters; if not (damaged, missing, altered) a warning, and
+    the resume writes it (and summary.json) again from that checkpoint."""
+    try:
+        saved = flatten_params(read_params(run_dir))
+    except ConfigError as e:
+        _say(f"warning: {e}; writing it again from the final checkpoint")
+        return False
+    if not saved:
+        _say(f"warning: {run_dir / PARAMS} is missing; writing it again from the final checkpoint")
+        return False
+    want = flatten_params(jax.device_get(state.params))
+    if saved.keys() != want.keys() or any(saved[k].tobytes() != want[k].tobytes() for k in want):
+        _say(f"warning: {run_dir / PARAMS} differs from the final checkpoint; writing it again from the checkpoint")
+        return False
+    return True
 
 
 def snap_steps(done: int, n: int, kept: tuple[int, ...]) -> np.ndarray | None:
@@ -246,6 +323,7 @@ class Session:
         self.cfg, self.task, self.trainer = cfg, task, trainer
         self.run_dir, self.recorder = run_dir, recorder
         self.tensorboard, self.profile = tensorboard, profile
+        self.log = None
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         steps, k = cfg.train.steps, len(task.task_names)
         self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
@@ -277,20 +355,29 @@ class Session:
             self.ckpts.save(end_state._replace(params=pick(params), opt_state=pick(opt_state), step=step[i]))
         return int((snap_at >= 0).sum())
 
-    def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None) -> dict:
-        """Train from `state` to the last step; `hist` holds the steps before `state.step` (metrics.jsonl is
-        rewritten from them)."""
-        cfg = self.cfg
-        self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, int(state.step), cfg.train.eval_every,
-                              cfg.train.steps, self.tensorboard)
-        with self.recorder:
-            try:
-                return self._run(state, progress, on_chunk, resumed_from)
-            finally:
-                self.log.close()
-                self.ckpts.close()
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+        self.recorder.close()
+        self.ckpts.close()
 
-    def _run(self, state, progress, on_chunk, resumed_from) -> dict:
+    def run(self, state, progress: bool, on_chunk=None, resumed_from: int | None = None,
+            stop: _StopFlag | None = None) -> dict:
+        """The loop from `state` to the last step; `stop`: the caller's flag (one for the whole command). `hist`
+        holds the steps before `state.step` (metrics.jsonl is rewritten from them)."""
+        cfg = self.cfg
+        try:
+            self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, int(state.step), cfg.train.eval_every,
+                                  cfg.train.steps, self.tensorboard)
+            with contextlib.nullcontext(stop) if stop else _StopFlag() as flag:
+                return self._run(state, progress, on_chunk, resumed_from, flag)
+        except RunError as e:
+            raise then(e, f"the run stopped; resume it from its last checkpoint (step {self.last_ckpt}) with "
+                          "--resume once fixed") from None
+        finally:
+            self.close()
+
+    def _run(self, state, progress, on_chunk, resumed_from, stop) -> dict:
         cfg, task, trainer, hist = self.cfg, self.task, self.trainer, self.hist
         steps, k, every = cfg.train.steps, len(task.task_names), cfg.ckpt.every
         recorder = self.recorder
@@ -303,52 +390,52 @@ class Session:
         last_valid = np.full(k, np.nan)
         b = cfg.train.batch_size  # an epoch is len(train) // batch minibatches (trainer), one step at full batch
         per_epoch = steps_per_epoch(b, len(task.train.x))
+        stop.message = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once"
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]
         traced, compiles = profiled_chunk([(n, recorder.counts(s, n)) for s, n in zip(starts, lengths, strict=True)])
-        with _StopFlag() as stop:
-            for i, n in enumerate(lengths):
-                t0 = time.perf_counter()
-                snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
-                with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
-                    state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
-                    metrics = jax.device_get(metrics)
-                if compile_s is None:
-                    compile_s = time.perf_counter() - t0
-                for key in METRIC_KEYS:
-                    hist[key][done:done + n] = metrics[key]
-                self.log.append(done, done + n)
-                if not np.isfinite(metrics["loss"]).all():
-                    bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
-                    bar.close()
-                    self.save_metrics(done + n)  # the diverging steps too, for diagnosis
-                    raise FloatingPointError(
-                        f"loss became {metrics['loss'][bad - done]} at step {bad}; the run stopped. The last good "
-                        f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
-                        "same steps: start a new run with a lower optim.lr)")
-                t1 = time.perf_counter()
-                recorder.take(done, n, metrics)
-                rec_s += time.perf_counter() - t1
-                newest = last_evaluated(metrics["valid_acc"])
-                last_valid = last_valid if np.isnan(newest).all() else newest
-                snaps = self.save_snaps(state, metrics.get("snaps"), snap_at)
-                done += n
-                if (stop.requested or done == steps or done // every > (done - n) // every
-                        or done in self.ckpts.kept_for_good or snaps):
-                    self.checkpoint(state, finished=done == steps)
-                bar.update(n)
-                post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
-                if per_epoch > 1:
-                    post = {"epoch": done // per_epoch} | post
-                if k > 1:
-                    post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
-                bar.set_postfix(post)
-                if on_chunk is not None:
-                    on_chunk(done)
-                if stop.requested and done < steps:
-                    bar.close()
-                    raise Interrupted(f"interrupted: checkpoint at step {done} of {steps} written to "
-                                      f"{self.run_dir}; continue with: python -m miiii train --resume {self.run_dir}")
+        for i, n in enumerate(lengths):
+            if stop.requested:  # at the top: a stop asked for during start-up, after the step-0 checkpoint
+                bar.close()
+                raise Interrupted(f"interrupted: checkpoint at step {done} of {steps} written to "
+                                  f"{self.run_dir}; continue with: python -m miiii train --resume {self.run_dir}")
+            t0 = time.perf_counter()
+            snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
+            with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
+                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
+                metrics = jax.device_get(metrics)
+            if compile_s is None:
+                compile_s = time.perf_counter() - t0
+            for key in METRIC_KEYS:
+                hist[key][done:done + n] = metrics[key]
+            self.log.append(done, done + n)
+            if not np.isfinite(metrics["loss"]).all():
+                bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
+                bar.close()
+                self.save_metrics(done + n)  # the diverging steps too, for diagnosis
+                raise FloatingPointError(
+                    f"loss became {metrics['loss'][bad - done]} at step {bad}; the run stopped. The last good "
+                    f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
+                    "same steps: start a new run with a lower optim.lr)")
+            t1 = time.perf_counter()
+            recorder.take(done, n, metrics)
+            rec_s += time.perf_counter() - t1
+            newest = last_evaluated(metrics["valid_acc"])
+            last_valid = last_valid if np.isnan(newest).all() else newest
+            snaps = self.save_snaps(state, metrics.get("snaps"), snap_at)
+            done += n
+            if (stop.requested or done == steps or done // every > (done - n) // every
+                    or done in self.ckpts.kept_for_good or snaps):
+                self.checkpoint(state, finished=done == steps)
+            bar.update(n)
+            post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
+            if per_epoch > 1:
+                post = {"epoch": done // per_epoch} | post
+            if k > 1:
+                post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
+            bar.set_postfix(post)
+            if on_chunk is not None:
+                on_chunk(done)
         bar.close()
         wall = time.perf_counter() - t_start
         step_axis = np.arange(steps)

@@ -33,6 +33,7 @@ from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, validat
 from miiii.files import write_json_atomic
 from miiii.rundir import (
     METRIC_KEYS,
+    Claim,
     MetricsLog,
     check_new,
     write_config,
@@ -105,10 +106,20 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
               tensorboard: bool = True, profile: str | Path | None = None) -> dict:
-    """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced)."""
+    """Train every member and write the sweep directory, claimed before the build (rundir.Claim): an error or
+    Ctrl-C before the end removes it (a sweep has no checkpoints to resume from). `tensorboard` and `profile` as
+    `runner.train_run` (one chunk of all members traced)."""
     out_dir = Path(out_dir)
     check_new(out_dir)
     members = make_members(cfg, seeds, grid)
+    with Claim(out_dir) as claim:
+        result = _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile)
+        claim.keep()
+        return result
+
+
+def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, progress: bool, tensorboard: bool,
+           profile: str | Path | None) -> dict:
     task = prepare(cfg)
     keys = list(grid)
     trainer = make_trainer(cfg, task)
@@ -129,7 +140,6 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
 
     chunk = jax.jit(chunk, static_argnums=2, donate_argnums=0)
 
-    out_dir.mkdir(parents=True)
     steps, k = cfg.train.steps, len(task.task_names)
     hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
             for key in METRIC_KEYS}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from miiii.config import TASKS, ConfigError, TaskConfig, digit_positions, is_prime, sequence_length
+from miiii.config import TASKS, ConfigError, TaskConfig, digit_positions, is_prime, sequence_length, shown
 
 # Book vocabulary: digits 0-9, then these four.
 PLUS, EQUALS, EOS, PAD = 10, 11, 12, 13
@@ -279,7 +279,7 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
 
 def make_task(cfg: TaskConfig) -> Task:
     if cfg.name not in TASKS:
-        raise ConfigError(f"unknown task '{cfg.name}'; choose one of: {', '.join(TASKS)}")
+        raise ConfigError(f"unknown task '{shown(cfg.name)}'; choose one of: {', '.join(TASKS)}")
     return make_sequence_task(cfg) if cfg.is_sequence else make_grid_task(cfg)
 
 
