@@ -9,7 +9,7 @@ RUN     ?=
 TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test lint presets bench clean figures paper paper-cpu \
+        train-addition train-reversal train-tiny test test-multihost lint presets bench clean figures paper paper-cpu \
         book book-smoke train-addition-10 export-adder test-tl
 
 help:  ## list the targets
@@ -100,6 +100,9 @@ presets: $(STAMP)  ## list the presets
 JOBS ?= 2
 test: $(STAMP)  ## run the test suite in JOBS=2 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal $(ARGS)
+
+test-multihost: $(STAMP)  ## only the sweep across two local CPU processes (jax.distributed, gloo), ~1 min; part of make test too
+	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q tests/test_multihost.py $(ARGS)
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .

@@ -4,11 +4,13 @@ with status 2 and one message."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
 import textwrap
 import time
+import traceback
 from pathlib import Path
 
 from miiii.compile_cache import setup_compile_cache
@@ -82,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="change the base config like `train --set`")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ops_options(sw, "each member's directory")
+    mp = sw.add_argument_group(
+        "several processes (hosts)",
+        "Start the same command (same preset, --set, --seeds, --grid) on every host, adding these three with its own "
+        "--process-id: jax.distributed.initialize joins them, the members are sharded over every process's devices, "
+        "and process 0 alone writes --out (on its own disk) and prints the results. CPU processes talk through gloo. "
+        "Tested with two processes on one machine (CPU); not on several machines or GPUs.")
+    mp.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                    help="process 0's address and a free port on it, the same for every process")
+    mp.add_argument("--num-processes", type=int, default=None, metavar="N", help="how many processes join")
+    mp.add_argument("--process-id", type=int, default=None, metavar="I",
+                    help="this process's number, 0 .. N-1 (0: the one that writes)")
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
@@ -208,17 +221,41 @@ def cmd_train(args) -> int:
     return 0
 
 
+def processes(args) -> tuple | None:
+    """(coordinator, N, I) from sweep's --coordinator/--num-processes/--process-id, all or none; None: one process."""
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if all(v is None for v in given):
+        return None
+    if any(v is None for v in given):
+        raise ConfigError("a sweep over several processes needs all three of --coordinator HOST:PORT, "
+                          "--num-processes N and --process-id I")
+    host, colon, port = args.coordinator.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ConfigError(f"--coordinator takes HOST:PORT (process 0's address), not '{args.coordinator}'")
+    if args.num_processes < 1 or not 0 <= args.process_id < args.num_processes:
+        raise ConfigError(f"--process-id must be in 0 .. {args.num_processes - 1} and --num-processes at least 1, "
+                          f"got {args.process_id} of {args.num_processes}")
+    return given
+
+
 def cmd_sweep(args) -> int:
-    from miiii.sweep import make_members, parse_grid, run_sweep
+    from miiii.sweep import join_processes, make_members, parse_grid, run_sweep
 
     args.seed = None
     cfg = resolve_config(args)
     grid = parse_grid(args.grid)
     make_members(cfg, args.seeds, grid)  # validates every member before anything is written
+    joined = processes(args)
     out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if joined:
+        join_processes(*joined)  # before anything touches a device
     res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
                     profile=args.profile)
-    print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s), "
+    if joined and args.process_id != 0:
+        print(f"process {args.process_id} of {args.num_processes}: done; process 0 wrote the sweep directory")
+        return 0
+    where = f", {res['n_processes']} processes" if joined else ""
+    print(f"\nsweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s){where}, "
           f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)")
     for pt in res["points"]:
         label = ", ".join(f"{k}={v:g}" for k, v in pt["values"].items()) or "seeds"
@@ -273,6 +310,23 @@ def one_line(msg: str) -> str:
 def main(argv=None) -> int:
     """Run one command; `argv` None: this process's own command line (its exit is kept quiet too)."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "coordinator", None) is None:
+        return run_command(args, argv)
+    try:  # one of several processes: the others may be waiting for this one inside a collective
+        code = run_command(args, argv)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    if code:  # leave at once: jax's coordination service then stops the others now, not after its 5-minute shutdown
+        sys.stdout.flush()  # barrier (measured: the other process aborts within a second instead of 5 minutes)
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def run_command(args, argv=None) -> int:
+    """The command itself, its errors as one line and an exit status; `argv` None: this process's own command line
+    (its exit is kept quiet too)."""
     if argv is None:
         sys.unraisablehook = _unraisable
     msg = None

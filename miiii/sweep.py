@@ -4,8 +4,10 @@ The phase transition varies between seeds, so the honest report is a distributio
 the same jitted program; its scalar hyper-parameters travel as data (traced arrays, one value per
 member) and its seed as its PRNG key, so `jax.vmap` trains them all at once. The member axis is
 sharded over every device JAX sees (`jax.sharding`, a 1-D mesh "member"): on a multi-GPU box each GPU
-takes its share. Multi-host: call `jax.distributed.initialize()` before `python -m miiii sweep`
-on every host; the mesh then spans all hosts' devices and the same code runs unchanged.
+takes its share. Several processes (hosts): `join_processes` (`python -m miiii sweep --coordinator HOST:PORT
+--num-processes N --process-id I` on each) runs `jax.distributed.initialize`; the mesh then spans every
+process's devices, each process puts its own members' shards on its devices, each chunk's metrics and the final
+parameters are gathered to every process (`multihost_utils.process_allgather`), and process 0 alone writes files.
 
     sweep_dir/member_000/   a run directory per member (rundir.py): config.json at the start, metrics.jsonl (and tb/
                             when tensorboardX imports) after every chunk, metrics.npz, summary.json, params.npz at
@@ -17,13 +19,16 @@ on every host; the mesh then spans all hosts' devices and the same code runs unc
 from __future__ import annotations
 
 import itertools
+import json
 import time
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
@@ -104,22 +109,80 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
     return hp
 
 
+def join_processes(coordinator: str, num_processes: int, process_id: int) -> None:
+    """Join a sweep spanning `num_processes` processes (one per host, or several on one): `jax.distributed.initialize`
+    with process 0's HOST:PORT; call it before anything touches a device. CPU processes exchange through gloo
+    (jax's default CPU collectives in recent versions, named here for older ones); GPUs through NCCL."""
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator, num_processes, process_id)
+
+
+def _agree(cfg: RunConfig, seeds: int, grid: dict, out_dir: Path) -> None:
+    """Every process was given the same sweep, and process 0 may write `out_dir` (check_new there): a ConfigError
+    on every process otherwise, before any compile. One all-gather; nothing to do in a single process."""
+    if jax.process_count() == 1:
+        check_new(out_dir)
+        return
+    refused = ""
+    if jax.process_index() == 0:
+        try:
+            check_new(out_dir)
+        except ConfigError as e:
+            refused = str(e)
+    digest = zlib.crc32(json.dumps([cfg.to_dict(), seeds, grid], sort_keys=True).encode())
+    rows = multihost_utils.process_allgather(np.array([digest, bool(refused)], np.int64))  # (processes, 2)
+    if len(set(rows[:, 0].tolist())) > 1:
+        raise ConfigError("the processes of this sweep were given different presets, --set, --seeds or --grid; "
+                          "start every process with the same arguments")
+    if rows[0, 1]:
+        raise ConfigError(refused or f"process 0 cannot write its sweep directory: {out_dir} there already exists "
+                          "and is not empty (see process 0's error)")
+
+
+def _global(tree, sharding: NamedSharding):
+    """Host values that every process computed alike -> arrays sharded over all processes' devices: each process
+    fills its own devices' shards (`jax.device_put` cannot target another process's device). Typed PRNG keys
+    travel as their key data."""
+    def put(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(put(jax.random.key_data(x)), impl=jax.random.key_impl(x))
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(put, tree)
+
+
+def _fetch(tree):
+    """A tree of member-sharded arrays as numpy on this process: `jax.device_get` in one process, an all-gather to
+    every process across several."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
               tensorboard: bool = True, profile: str | Path | None = None) -> dict:
-    """Train every member and write the sweep directory, claimed before the build (rundir.Claim): an error or
-    Ctrl-C before the end removes it (a sweep has no checkpoints to resume from). `tensorboard` and `profile` as
-    `runner.train_run` (one chunk of all members traced)."""
+    """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced).
+    The sweep directory is claimed before the build (rundir.Claim): an error or Ctrl-C before the end removes it (a
+    sweep has no checkpoints to resume from).
+
+    In several processes (`join_processes`) every process calls it with the same arguments and gets the same result;
+    process 0 alone writes `out_dir` (and the profile), shows progress, and decides whether `out_dir` may be written.
+    """
     out_dir = Path(out_dir)
-    check_new(out_dir)
+    _agree(cfg, seeds, grid, out_dir)
+    writer = jax.process_index() == 0
     members = make_members(cfg, seeds, grid)
+    if not writer:
+        return _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
     with Claim(out_dir) as claim:
-        result = _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile)
+        result = _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
         claim.keep()
         return result
 
 
 def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, progress: bool, tensorboard: bool,
-           profile: str | Path | None) -> dict:
+           profile: str | Path | None, writer: bool) -> dict:
     task = prepare(cfg)
     keys = list(grid)
     trainer = make_trainer(cfg, task)
@@ -131,8 +194,11 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     mesh = jax.make_mesh((n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
     shard = NamedSharding(mesh, P("member"))
     states = jax.vmap(trainer.init)(jnp.asarray([m.seed for m in padded]))
-    states = jax.device_put(states, shard)
-    hp = jax.device_put(_hp_arrays(padded, keys), shard)
+    hp = _hp_arrays(padded, keys)
+    if jax.process_count() == 1:
+        states, hp = jax.device_put((states, hp), shard)
+    else:
+        states, hp = _global((states, hp), shard)
     in_axes = ({k: None for k in data} | {"hp": 0},)
 
     def chunk(state, d, n_steps):
@@ -144,22 +210,23 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
             for key in METRIC_KEYS}
     logs = []
-    for mem in members:
-        run = out_dir / f"member_{mem.index:03d}"
-        run.mkdir()
-        write_config(run, mem.config)
-        logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
-                               cfg.train.eval_every, steps, tensorboard))
+    if writer:  # out_dir itself is made by the claim
+        for mem in members:
+            run = out_dir / f"member_{mem.index:03d}"
+            run.mkdir()
+            write_config(run, mem.config)
+            logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
+                                   cfg.train.eval_every, steps, tensorboard))
     lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
     traced, compiles = profiled_chunk(lengths)
     t0 = time.perf_counter()
     done = 0
     try:
-        with tqdm(total=steps, disable=not progress, unit="step", desc=f"sweep x{n}") as bar:
+        with tqdm(total=steps, disable=not (progress and writer), unit="step", desc=f"sweep x{n}") as bar:
             for i, m in enumerate(lengths):
-                with trace_chunk(profile if i == traced else None, i, done, m, compiles):
+                with trace_chunk(profile if i == traced and writer else None, i, done, m, compiles):
                     states, metrics = chunk(states, data | {"hp": hp}, m)
-                    metrics = jax.device_get(metrics)
+                    metrics = _fetch(metrics)
                 for key in METRIC_KEYS:
                     hist[key][:, done:done + m] = metrics[key]
                 for log in logs:
@@ -173,20 +240,22 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
 
     step_axis = np.arange(steps)
     rows = []
-
+    final = states.params if jax.process_count() == 1 else _fetch(states.params)
     for mem in members:
         run = out_dir / f"member_{mem.index:03d}"
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
-        write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
+        if writer:
+            write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
         per_task = grok_steps(step_axis, mh["valid_acc"])
         grok_all = None if None in per_task else max(per_task)
-        params = jax.tree.map(lambda a, i=mem.index: a[i], states.params)
+        params = jax.tree.map(lambda a, i=mem.index: a[i], final)
         # the same summary as a solo run (final metrics after the last update), plus the member's place in the sweep
         summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
             seed=mem.seed, values=mem.values, grok_step_all=grok_all,
             final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config))
-        write_params(run, params)
-        write_summary(run, summary)
+        if writer:
+            write_params(run, params)
+            write_summary(run, summary)
         rows.append(summary | {"member": mem.index})
 
     points = []
@@ -196,10 +265,13 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
         points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g),
                            mean=float(np.mean(done_g)) if done_g else None,
                            std=float(np.std(done_g)) if len(done_g) > 1 else None))
-    result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=n_dev, wall_s=round(wall, 3),
-                  member_steps_per_s=round(n * steps / wall, 1), members=rows, points=points)
-    write_json_atomic(out_dir / "sweep.json", result)
-    plot_grok_steps(points, steps, out_dir / "grok_steps.png")
+    result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=n_dev, n_processes=jax.process_count(),
+                  wall_s=round(wall, 3), member_steps_per_s=round(n * steps / wall, 1), members=rows, points=points)
+    if writer:
+        write_json_atomic(out_dir / "sweep.json", result)
+        plot_grok_steps(points, steps, out_dir / "grok_steps.png")
+    if jax.process_count() > 1:  # the others wait for process 0's files here, not in jax's shutdown barrier (5 min)
+        multihost_utils.sync_global_devices("miiii sweep: files written")
     return result
 
 
