@@ -79,3 +79,15 @@ def test_bad_grid(item, msg):
 def test_lamb_grid_needs_grokfast():
     with pytest.raises(ConfigError, match="grokfast"):
         make_members(get_preset("nanda"), 1, parse_grid(["lamb=0,2"]))
+
+
+def test_minibatch_members_equal_solo_runs_across_epochs(tmp_path):
+    """The book's minibatches (a new data order each epoch, under a lax.cond on the step) in a vmapped sweep: the
+    members share one unbatched step counter, so the cond stays a cond; each member still equals its solo run
+    across two epoch boundaries (8,000 pairs in batches of 512: 15 steps an epoch)."""
+    cfg = apply_overrides(get_preset("addition-tiny"), ["steps=36", "chunk=18", "eval_every=6", "record.acts=",
+                                                        "record.params="])
+    run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False)
+    for i in (0, 1):
+        d = tmp_path / "sw" / f"member_{i:03d}"
+        assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
