@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 import zlib
 from dataclasses import dataclass, replace
@@ -34,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
-from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, validate
+from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, shown, validate
 from miiii.files import write_json_atomic
 from miiii.rundir import (
     METRIC_KEYS,
@@ -64,27 +65,32 @@ def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
     for item in items:
         key, eq, text = item.partition("=")
         if not eq or not text:
-            raise ConfigError(f"--grid takes key=v1,v2,..., got '{item}'")
+            raise ConfigError(f"--grid takes key=v1,v2,..., got '{shown(item)}'")
         sec, name = resolve_key(key.strip())
         path = f"{sec}.{name}"
         if path not in SWEEPABLE:
             raise ConfigError(
-                f"'{key}' cannot be swept in one program (only scalar hyper-parameters: "
+                f"'{shown(key)}' cannot be swept in one program (only scalar hyper-parameters: "
                 f"{', '.join(sorted(k.split('.')[1] for k in SWEEPABLE))}); run separate sweeps for it"
             )
         try:
             values = tuple(float(v) for v in text.split(","))
         except ValueError:
-            raise ConfigError(f"--grid {key}: values must be numbers, got '{text}'") from None
+            raise ConfigError(f"--grid {shown(key)}: values must be numbers, got '{shown(text)}'") from None
         if path in grid:
-            raise ConfigError(f"--grid names {key} twice")
+            raise ConfigError(f"--grid names {shown(key)} twice")
         grid[path] = values
     return grid
 
 
 def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]]) -> list[Member]:
+    """Every member's config, each validated; their number and seeds are checked before one is built."""
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+    validate(cfg)
+    if cfg.train.seed + seeds > 2**32:
+        raise ConfigError(f"--seeds {seeds:,} from train.seed {cfg.train.seed} runs past the largest seed, 2**32 - 1")
+    check_memory(cfg, seeds * math.prod(len(v) for v in grid.values()))
     keys = list(grid)
     out = []
     for combo in itertools.product(*(grid[k] for k in keys)):
