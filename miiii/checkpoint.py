@@ -27,7 +27,7 @@ import orbax.checkpoint as ocp
 
 from miiii.config import RunConfig
 from miiii.files import fsync_tree, io_fault
-from miiii.rundir import CKPT, log_steps, read_ckpt_meta, write_ckpt_meta
+from miiii.rundir import CKPT, CKPT_META, log_steps, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
 # orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also
@@ -137,7 +137,7 @@ class Checkpoints:
         """Checkpoint `step`, refused (ValueError) unless its arrays match the checksum written at its save."""
         sums = self.checksums()
         if str(step) not in sums:
-            raise ValueError(f"checkpoint {step} has no checksum in {self.run_dir / 'ckpt.json'}")
+            raise ValueError(f"checkpoint {step} has no checksum in {self.run_dir / CKPT_META}")
         host = TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template))))
         if checksum(host) != sums[str(step)]:
             raise ValueError(f"checkpoint {step} in {self.dir} is damaged (checksum mismatch)")

@@ -403,8 +403,10 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
 
 
 def train_idx(run: Run) -> np.ndarray:
-    """Grid indices n = x0 + x1*p of the run's training samples."""
-    x = run.inputs("train")
+    """Grid indices n = x0 + x1*p of the run's training samples (from its task config alone)."""
+    from miiii.tasks import make_task
+
+    x = make_task(run.config.task).train.x
     i0, i1 = run.config.task.digit_positions
     return (x[:, i0] + x[:, i1] * run.config.task.p).astype(np.int64)
 
