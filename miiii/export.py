@@ -18,7 +18,7 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.files import RunError, write_text_atomic
-from miiii.rundir import load_run, run_owning
+from miiii.rundir import flatten_params, load_run, run_owning
 from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
@@ -143,16 +143,7 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     m = cfg.model
     if m.readout != "all":
         raise ConfigError("export-adder needs a model that predicts a token at every position (readout all)")
-    flat = {}
-
-    def walk(tree, prefix=""):
-        for k, v in tree.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}/")
-            else:
-                flat[prefix + k] = np.asarray(v, np.float32)
-
-    walk(run.params)
+    flat = {k: v.astype(np.float32) for k, v in flatten_params(run.params).items()}
     n = cfg.task.n_digits
     n_params = unique_param_count(flat)
     arch = (f"decoder-only transformer, {m.n_layers} layer(s), d_model {m.d_model}, {m.n_heads} head(s), "

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError
+from miiii.rundir import flatten_params
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 LOAD = '''import json
@@ -108,16 +109,7 @@ def tl_state_dict(params: dict, model, n_classes) -> dict[str, np.ndarray]:
     this mapping does not know is an error, not a silent omission."""
     c = model.cfg
     d, H, e, m = c.d_model, c.n_heads, c.d_head, c.mlp_dim
-    flat = {}
-
-    def walk(tree, prefix=""):
-        for k, v in tree.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}/")
-            else:
-                flat[prefix + k] = v
-
-    walk(params)
+    flat = flatten_params(params)
     used = set()
 
     def take(key, default_shape=None):
