@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_sweep import assert_same, solo
 
-pytestmark = pytest.mark.multihost  # `make test` runs these too; `make test-multihost` runs only them
+pytestmark = pytest.mark.multihost  # run by `make test-multihost`; `make test` leaves them out (10-minute budget)
 ROOT = Path(__file__).resolve().parents[1]
 # test_sweep's four-device sweep, two chunks: longer runs of nanda-tiny (grokfast, lamb 2) amplify the float32
 # rounding in which a vmapped member differs from a solo run past the 1e-5 tolerance, in one process as in two

@@ -88,6 +88,5 @@ def test_minibatch_members_equal_solo_runs_across_epochs(tmp_path):
     cfg = apply_overrides(get_preset("addition-tiny"), ["steps=36", "chunk=18", "eval_every=6", "record.acts=",
                                                         "record.params="])
     run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False)
-    for i in (0, 1):
-        d = tmp_path / "sw" / f"member_{i:03d}"
-        assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
+    d = tmp_path / "sw" / "member_001"  # the second seed: its own data order, not the first member's
+    assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
