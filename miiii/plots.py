@@ -254,12 +254,8 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
 
 def grid_acts(run: Run) -> dict[str, np.ndarray]:
     """The final model on all p^2 inputs (grid order): the MLP neurons, attention patterns and logits at every
-    position, by TransformerLens names (run.model, hooks.py)."""
-    import jax
-
-    names = (NEURONS, "blocks.0.attn.hook_pattern", "logits")
-    _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"), names)
-    return {k: np.asarray(v) for k, v in cache.items()}
+    position, by TransformerLens names (`Run.cache`)."""
+    return run.cache((NEURONS, "blocks.0.attn.hook_pattern", "logits"))
 
 
 def top_neurons(neurons: np.ndarray, n: int) -> np.ndarray:

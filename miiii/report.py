@@ -21,7 +21,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
-import jax
 import numpy as np
 
 from miiii import analysis as A
@@ -187,9 +186,7 @@ def embed_gini(run: Run) -> float:
 
 def attention_to_digits(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """(n_heads,) twice: mean attention from the output position to x0 and to x1 over the grid (final params)."""
-    names = ("blocks.0.attn.hook_pattern",)
-    _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"), names)
-    pat = np.asarray(cache[names[0]])[:, :, -1]  # (p^2, heads, keys)
+    pat = run.cache(("blocks.0.attn.hook_pattern",))["blocks.0.attn.hook_pattern"][:, :, -1]  # (p^2, heads, keys)
     i0, i1 = run.config.task.digit_positions
     return pat[..., i0].mean(0), pat[..., i1].mean(0)
 
@@ -553,10 +550,7 @@ def frequency_section(runs: dict[str, list[Run]]) -> list[str]:
                                                                           else "")
             lines.append(f"| {role} | {name} | {_fmt(grok.get(name))} | {ab['base'][slot]:.3f} | {shown or '–'} |")
         if role == "nanda":
-            names = ("blocks.0.mlp.hook_post",)
-            _, cache = jax.jit(run.model.run_with_cache, static_argnames="names")(run.params, run.inputs("grid"),
-                                                                                 names)
-            grid = A.to_grid(np.asarray(cache[names[0]])[:, -1], run.config.task.p)
+            grid = A.to_grid(run.cache((NEURONS,))[NEURONS][:, -1], run.config.task.p)
             _, key = A.neuron_key_freqs(A.neuron_freq_fractions(grid))
             lines.append(f"| nanda | (cross-check) | | | the neurons' key frequencies (Nanda et al.'s clusters, "
                          f"≥ 85 % of a neuron's variance): {', '.join(map(str, key)) or '–'} |")

@@ -111,3 +111,15 @@ def finished_run(preset: str, *sets: str):
     atexit.register(shutil.rmtree, d, True)
     train_run(apply_overrides(get_preset(preset), list(sets)), d / "run", progress=False)
     return load_run(d / "run")
+
+
+class Crash(Exception):
+    """Raised by `crash_at`: a run that dies between chunks, after a checkpoint."""
+
+
+def crash_at(step: int):
+    """An `on_chunk` callback that raises Crash once the run reaches `step`."""
+    def on_chunk(done):
+        if done == step:
+            raise Crash
+    return on_chunk

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _runhelp import ROOT, assert_same_run, reference_run, resume_cfg
+from _runhelp import ROOT, Crash, assert_same_run, crash_at, reference_run, resume_cfg
 
 from miiii.cli import main
 from miiii.compile_cache import ENV, cache_dir
@@ -75,12 +75,7 @@ def test_resumed_metrics_log_holds_each_step_once_and_equals_the_uninterrupted_r
     ref = reference_run()
     run_dir = tmp_path / "run"
 
-    class Crash(Exception):
-        pass
-
-    def crash(step):
-        if step == 80:
-            raise Crash
+    crash = crash_at(80)
 
     with pytest.raises(Crash):
         train_run(resume_cfg(), run_dir, progress=False, on_chunk=crash)

@@ -9,6 +9,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from _runhelp import Crash, crash_at
 
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
@@ -158,12 +159,7 @@ def test_log_spaced_recording_holds_the_every_step_rows_at_its_steps(small_run, 
     logged = apply_overrides(dense, ["record.log=25"])
     train_run(dense, tmp_path / "dense", progress=False)
 
-    class Crash(Exception):
-        pass
-
-    def crash(step):
-        if step == 30:
-            raise Crash
+    crash = crash_at(30)
 
     with pytest.raises(Crash):
         train_run(logged, tmp_path / "log", progress=False, on_chunk=crash)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import ROOT, finished_run
+from _runhelp import ROOT, Crash, crash_at, finished_run
 
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import param_names
@@ -71,12 +71,7 @@ def test_params_at_an_unkept_step_says_which_step_it_returned(kept_run):
 
 
 def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp_path):
-    class Crash(Exception):
-        pass
-
-    def crash(step):
-        if step == 200:
-            raise Crash
+    crash = crash_at(200)
 
     with pytest.raises(Crash):
         train_run(kept_cfg(), tmp_path / "run", progress=False, on_chunk=crash)

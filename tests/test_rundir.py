@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _runhelp import Crash, crash_at
 
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
@@ -36,12 +37,7 @@ def test_train_run_resume_and_sweep_member_read_back_with_load_run(tmp_path):
     train_run(CFG, tmp_path / "solo", progress=False)
     solo = assert_complete(tmp_path / "solo", CFG, True)
 
-    class Crash(Exception):
-        pass
-
-    def crash(step):
-        if step == 12:
-            raise Crash
+    crash = crash_at(12)
 
     with pytest.raises(Crash):
         train_run(CFG, tmp_path / "resumed", progress=False, on_chunk=crash)
