@@ -8,6 +8,8 @@ import re
 
 from _runhelp import ROOT, load_module
 
+from miiii.config import apply_overrides
+
 book = load_module(ROOT / "experiments" / "book.py")
 
 
@@ -61,3 +63,59 @@ def test_seed_study_writes_provenance_both_sides_and_a_verdict_per_claim(tmp_pat
     assert sum(k.startswith("addition, PyTorch") for k in verdicts) == 1
     assert set(verdicts.values()) <= {"holds", "does not hold"}
     assert (tmp_path / "seeds_addition.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- the settings the book does not state (--unstated)
+
+def _epochs(seed, jump, ar, wd, budget=150):
+    """A seed on the 10 % plateau until `jump` (None: never), at weight decay `wd` and clip 1."""
+    acc = [0.1] * (budget if jump is None else jump - 1) + [1.0] * (0 if jump is None else budget - jump + 1)
+    return _run(seed, jump, ar) | dict(valid_acc=acc, epochs=budget, weight_decay=wd, clip_norm=1.0)
+
+
+def test_book_curve_needs_the_plateau_and_the_jump():
+    assert book.book_curve(_epochs(0, 60, 1.0, 0.1))
+    assert book.book_curve(_epochs(0, book.CURVE_PLATEAU + 1, 1.0, 0.1))  # the shortest plateau there is
+    assert not book.book_curve(_epochs(0, book.CURVE_PLATEAU, 1.0, 0.1))  # jumps in epoch 10: no plateau
+    assert not book.book_curve(_epochs(0, None, 0.103, 0.1))  # never jumps
+    assert not book.book_curve(_epochs(0, 60, 0.98, 0.1))  # teacher-forced jump, autoregressive short of 99 %
+    assert not book.book_curve(_epochs(0, None, 1.0, 0.1, budget=5))  # too short a run to show a plateau
+
+
+def test_unstated_verdict_per_setting_and_the_finding_both_ways():
+    groups = {(0.0, 1.0): [_epochs(0, 60, 1.0, 0.0), _epochs(1, None, 0.103, 0.0), _epochs(2, 80, 1.0, 0.0)],
+              (0.1, 1.0): [_epochs(s, 40 + s, 1.0, 0.1) for s in range(3)],
+              (1.0, 1.0): [_epochs(s, 3, 1.0, 1.0) for s in range(3)]}  # groks at once: no plateau
+    text = book.unstated_md(groups)
+    assert _verdicts(text) == {"weight decay 0, clip 1: 150 epochs ensure grokking completes": "does not hold",
+                               "weight decay 0.1, clip 1: 150 epochs ensure grokking completes": "holds",
+                               "weight decay 1, clip 1: 150 epochs ensure grokking completes": "holds"}
+    assert "holds at: weight decay 0.1, clip 1; weight decay 1, clip 1." in text
+    assert "in most seeds: weight decay 0.1, clip 1 (3/3 seeds)." in text
+    assert "| 0 | 1 | 2/3 | 60, –, 80 | 80 | 60–80 | 2/3 |" in text  # median counts the stuck seed as 151
+    groups[0.1, 1.0] = [_epochs(0, 40, 1.0, 0.1), _epochs(1, None, 0.1, 0.1), _epochs(2, 5, 1.0, 0.1)]  # 1 curve
+    groups[0.0, 1.0] = [_epochs(s, None, 0.1, 0.0) for s in range(3)]
+    text = book.unstated_md(groups)
+    assert "holds at: weight decay 1, clip 1." in text
+    assert "in most seeds: no setting (at most 1/3 seeds)." in text
+
+
+def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path, capsys, monkeypatch):
+    smoke = book.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
+    monkeypatch.setattr(book, "configs", lambda *a: {k: apply_overrides(c, ["steps=60", "eval_every=20", "chunk=60"])
+                                                     for k, c in smoke(*a).items()})
+    args = ["--smoke", "--seeds", "1", "--out", str(tmp_path), "--unstated"]
+    assert book.main(args + ["wd=0,0.1"]) == 0
+    text = (tmp_path / "unstated.md").read_text()
+    assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text) and "| precision | highest |" in text
+    assert len(_verdicts(text)) == 2 and (tmp_path / "unstated_addition.png").stat().st_size > 10_000
+    member = tmp_path / "runs" / "unstated-weight_decay=0,0.1" / "member_001"
+    assert json.loads((member / "config.json").read_text())["optim"]["weight_decay"] == 0.1
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert book.main(args[:-1] + ["--unstated", "wd=0,0.1"]) == 0  # reused: nothing trained, nothing new
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert book.main(["--smoke", "--seeds", "2", "--out", str(tmp_path), "--unstated", "wd=0,0.1"]) == 2
+    assert book.main(args + ["lr=1e-3"]) == 2
+    err = capsys.readouterr().err
+    assert "holds another sweep" in err and "weight decay (wd) and the clipping norm" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
