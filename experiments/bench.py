@@ -41,6 +41,7 @@ import numpy as np
 from miiii import apply_overrides, get_preset
 from miiii.compile_cache import ENV, setup_compile_cache
 from miiii.runner import prepare, train_run
+from miiii.sweep import init_members, members_chunk
 from miiii.train import make_trainer, task_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,24 +182,31 @@ def rss_over_run(chunks: int) -> dict:
                 rss_growth_mb=float(np.mean(rss[half:]) - np.mean(rss[1:half])), steps=100 * chunks)
 
 
-def vmap_seeds(n_seeds: int, steps: int, repeats: int = 1) -> dict:
-    """n seeds vmapped into one program vs one seed: the cost factor (median of `repeats` timings of each)."""
-    cfg = apply_overrides(get_preset("nanda-tiny"), [f"steps={steps}", f"chunk={steps}"])
+VMAP_PRESETS = ("nanda-tiny", "addition")  # the issue's two: a full-batch grid task and the book adder (batch 512)
+
+
+def vmap_seeds(preset: str, n_seeds: int, steps: int, repeats: int = 1) -> dict:
+    """n seeds vmapped into one program as `miiii sweep` runs them (`sweep.init_members`, `sweep.members_chunk`:
+    one shared step counter) vs one seed's jitted chunk: the cost factor (median of `repeats` timings of each)."""
+    cfg = apply_overrides(get_preset(preset), [f"steps={steps}", f"chunk={steps}"])
     task = prepare(cfg)
     trainer = make_trainer(cfg, task)
     data = task_data(task)
-    many = jax.jit(jax.vmap(lambda s: trainer.raw_chunk(s, data, steps)))
-    one = jax.jit(lambda s: trainer.raw_chunk(s, data, steps))
+    many = members_chunk(trainer)
+    one = jax.jit(trainer.raw_chunk, static_argnums=2)
 
     def timed(f, state):
-        jax.block_until_ready(f(state))  # compile (then cached) and warm-up
+        jax.block_until_ready(f(state(), data, steps))  # compile (then cached) and warm-up
+        s = state()
         t0 = time.perf_counter()
-        jax.block_until_ready(f(state))
+        jax.block_until_ready(f(s, data, steps))
         return time.perf_counter() - t0
 
-    t_many = float(np.median([timed(many, jax.vmap(trainer.init)(jnp.arange(n_seeds))) for _ in range(repeats)]))
-    t_one = float(np.median([timed(one, trainer.init(0)) for _ in range(repeats)]))
-    return dict(n_seeds=n_seeds, one_seed_s=t_one, vmapped_s=t_many, factor=t_many / t_one)
+    t_many = float(np.median([timed(many, lambda: init_members(trainer, jnp.arange(n_seeds)))
+                              for _ in range(repeats)]))
+    t_one = float(np.median([timed(one, lambda: trainer.init(0)) for _ in range(repeats)]))
+    return dict(preset=preset, n_seeds=n_seeds, steps=steps, one_seed_s=t_one, vmapped_s=t_many,
+                factor=t_many / t_one)
 
 
 def bench_configs(quick: bool) -> list[tuple]:
@@ -339,9 +347,10 @@ def main(argv=None) -> int:
     if rss:
         print(f"  RSS {rss['rss_mb_first_half']:.0f} MB -> {rss['rss_mb_second_half']:.0f} MB over {rss['steps']} "
               f"steps (growth {rss['rss_growth_mb']:+.1f} MB)")
-    vm = vmap_seeds(8, (200 if q else 500) * scale, reps)
-    print(f"vmapped seeds: 8 seeds take {vm['factor']:.2f}x one seed's time "
-          f"({vm['vmapped_s']:.2f} s vs {vm['one_seed_s']:.2f} s)")
+    vm = [vmap_seeds(preset, 8, (200 if q else 500) * scale, reps) for preset in VMAP_PRESETS]
+    for v in vm:
+        print(f"vmapped seeds, {v['preset']}: 8 seeds take {v['factor']:.2f}x one seed's time "
+              f"({v['vmapped_s']:.2f} s vs {v['one_seed_s']:.2f} s for {v['steps']} steps)")
 
     result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,

@@ -23,6 +23,7 @@ import json
 import math
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from miiii.rundir import (
     write_summary,
 )
 from miiii.runner import prepare, profiled_chunk, summarize, trace_chunk
-from miiii.train import TrainState, make_trainer, numerics, task_data
+from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,30 @@ def _fetch(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
+MEMBER_AXES = TrainState(params=0, opt_state=0, step=None, key=0)  # one step counter for every member
+
+
+def init_members(trainer: Trainer, seeds: jax.Array) -> TrainState:
+    """Every member's initial state (`seeds` (n,)), with one unbatched step counter: every member is at the same
+    step, so the step's lax.conds (a new epoch's data order, validation every eval_every steps, the recording)
+    stay conds under vmap instead of selects that compute both branches every step (measured on the book adder:
+    the epoch's sort at every step made a vmapped sweep 10-16x slower than its members alone)."""
+    states = jax.vmap(trainer.init)(seeds)
+    return states._replace(step=states.step[0])
+
+
+def members_chunk(trainer: Trainer) -> Callable:
+    """jit(states, data, n_steps) -> (states, metrics (n, n_steps, ...)): `trainer.raw_chunk` vmapped over the
+    members of `init_members`; the data is shared but for data["hp"] (one value per member). `states` is
+    donated."""
+    def chunk(states, data, n_steps):
+        axes = {k: 0 if k == "hp" else None for k in data}
+        return jax.vmap(lambda s, d: trainer.raw_chunk(s, d, n_steps), in_axes=(MEMBER_AXES, axes),
+                        out_axes=(MEMBER_AXES, 0))(states, data)
+
+    return jax.jit(chunk, static_argnums=2, donate_argnums=0)
+
+
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
               tensorboard: bool = True, profile: str | Path | None = None) -> dict:
     """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced).
@@ -199,12 +224,8 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     padded = members + [members[-1]] * (-n % n_dev)  # the member axis must split evenly over devices
     mesh = jax.make_mesh((n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
     shard = NamedSharding(mesh, P("member"))
-    states = jax.vmap(trainer.init)(jnp.asarray([m.seed for m in padded]))
-    # every member is at the same step: one unbatched counter, so the step's lax.conds (a new epoch's data order,
-    # validation every eval_every steps, the recording) stay conds under vmap instead of selects that compute
-    # both branches every step (measured on the book adder: the epoch's sort at every step made a vmapped
-    # sweep 10-16x slower than its members alone)
-    step, states = states.step[0], states._replace(step=None)
+    states = init_members(trainer, jnp.asarray([m.seed for m in padded]))
+    step, states = states.step, states._replace(step=None)
     hp = _hp_arrays(padded, keys)
     everywhere = NamedSharding(mesh, P())
     if jax.process_count() == 1:
@@ -214,14 +235,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
         states, hp = _global((states, hp), shard)
         step = _global(step, everywhere)
     states = states._replace(step=step)
-    in_axes = ({k: None for k in data} | {"hp": 0},)
-    state_axes = TrainState(0, 0, None, 0)
-
-    def chunk(state, d, n_steps):
-        return jax.vmap(lambda s, dd: trainer.raw_chunk(s, dd, n_steps), in_axes=(state_axes, *in_axes),
-                        out_axes=(state_axes, 0))(state, d)
-
-    chunk = jax.jit(chunk, static_argnums=2, donate_argnums=0)
+    chunk = members_chunk(trainer)
 
     steps, k = cfg.train.steps, len(task.task_names)
     hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
