@@ -9,6 +9,7 @@ import re
 from _runhelp import ROOT, load_module
 
 from miiii.config import apply_overrides
+from miiii.presets import get_preset
 
 book = load_module(ROOT / "experiments" / "book.py")
 
@@ -92,12 +93,12 @@ def test_unstated_verdict_per_setting_and_the_finding_both_ways():
                                "weight decay 1, clip 1: 150 epochs ensure grokking completes": "holds"}
     assert "holds at: weight decay 0.1, clip 1; weight decay 1, clip 1." in text
     assert "in most seeds: weight decay 0.1, clip 1 (3/3 seeds)." in text
-    assert "| 0 | 1 | 2/3 | 60, –, 80 | 80 | 60–80 | 2/3 |" in text  # median counts the stuck seed as 151
+    assert "| 0 | 1 | 0, 1, 2 | 2/3 | 60, –, 80 | 80 | 60–80 | 2/3 |" in text  # median counts the stuck seed as 151
     groups[0.1, 1.0] = [_epochs(0, 40, 1.0, 0.1), _epochs(1, None, 0.1, 0.1), _epochs(2, 5, 1.0, 0.1)]  # 1 curve
     groups[0.0, 1.0] = [_epochs(s, None, 0.1, 0.0) for s in range(3)]
     text = book.unstated_md(groups)
     assert "holds at: weight decay 1, clip 1." in text
-    assert "in most seeds: no setting (at most 1/3 seeds)." in text
+    assert "in most seeds: no setting (at most 33% of a setting's seeds)." in text
 
 
 def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path, capsys, monkeypatch):
@@ -119,3 +120,15 @@ def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path
     err = capsys.readouterr().err
     assert "holds another sweep" in err and "weight decay (wd) and the clipping norm" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert book.main(["--smoke", "--seeds", "1", "--first-seed", "1", "--out", str(tmp_path), "--unstated",
+                      "wd=0.1"]) == 0
+    assert (tmp_path / "runs" / "unstated-weight_decay=0.1_seeds=1-1" / "sweep.json").is_file()
+    rows = {r.split("|")[1].strip(): r.split("|")[3].strip() for r in
+            (tmp_path / "unstated.md").read_text().splitlines() if re.match(r"\| 0(\.1)? \|", r)}
+    assert rows == {"0": "0", "0.1": "0, 1"}  # every sweep in runs/ counted: seed 1 joins seed 0 at wd 0.1
+
+
+def test_addition_wd01_is_the_book_recipe_at_weight_decay_0_1():
+    a, b = (get_preset(n).to_dict() for n in ("addition", "addition-wd0.1"))
+    assert (a["optim"].pop("weight_decay"), b["optim"].pop("weight_decay")) == (0.01, 0.1)
+    assert a == b  # the model, data, schedule, clipping, budget and recording are the addition preset's
