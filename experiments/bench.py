@@ -6,10 +6,10 @@ The references live in this folder: `torch_paper.py` (the paper's one-layer mode
 `torch_adder.py` (the book's 17,760-parameter adder), each timed eagerly and under `torch.compile` (compile
 excluded by warm-up steps; `--no-compile` leaves that column out). `--peers DIR` times the scripts of the same
 names in DIR with the same command lines too, a cross-check against an independent implementation: both ratios
-are printed side by side. Runtime on a 2-core CPU: 12 minutes without the compile column, more with it (each
-model's first torch.compile takes a minute or two there, later ones hit PyTorch's compile cache); --quick with
---peers took 14 minutes on 2 heavily loaded cores. On a GPU the miiii side takes a minute or two and times 20x
-as many steps (the PyTorch references are CPU timing baselines and run on the CPU).
+are printed side by side. Runtime on a 2-core CPU: 33 minutes in all (2026-11-23; each model's first
+torch.compile takes a minute or two there, and the 8-seed timings about ten); --quick with --peers took 14 minutes
+on 2 heavily loaded cores. On a GPU the miiii side takes a minute or two and times 20x
+as many steps, and the PyTorch references run on CUDA with 20x their steps too (`--torch-device` picks).
 Every figure is the median of --repeats timings (default 3) per side; the ratio's range over them is printed too.
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
 grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
@@ -225,6 +225,15 @@ def bench_configs(quick: bool) -> list[tuple]:
     ]
 
 
+def reference_args(args: list[str], device: str, scale: int) -> list[str]:
+    """A reference's command line on `device`; on CUDA it times `scale` times its CPU steps, as miiii does on an
+    accelerator (the step count is the value after --steps, or torch_adder.py's positional one)."""
+    if device == "cpu":
+        return [*args, "--device", "cpu"]
+    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else int(next(a for a in args if a.isdigit()))
+    return [*args, "--device", device, "--steps", str(steps * scale)]
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", type=Path, default=None, metavar="DIR",
@@ -236,6 +245,8 @@ def parse_args(argv):
                          "overhead most)")
     ap.add_argument("--out", type=Path, default=Path("bench.json"), help="where to write the results (bench.json)")
     ap.add_argument("--skip-reference", action="store_true", help="time miiii only (no PyTorch needed)")
+    ap.add_argument("--torch-device", choices=["auto", "cpu", "cuda"], default="auto",
+                    help="where the PyTorch references run: auto = cuda when JAX runs on a GPU, else cpu")
     ap.add_argument("--repeats", type=int, default=None,
                     help="timings per side and config; medians are reported (default 3, --quick 1)")
     return ap.parse_args(argv)
@@ -298,9 +309,11 @@ def main(argv=None) -> int:
     sources += [("peer", args.peers)] if args.peers is not None else []
     modes = [("eager", False)] + ([("compiled", True)] if args.compile else [])
     on_cpu = jax.default_backend() == "cpu"
-    scale = 1 if on_cpu else 20  # an accelerator runs these steps in milliseconds: time 20x as many (refs: CPU)
+    scale = 1 if on_cpu else 20  # an accelerator runs these steps in milliseconds: time 20x as many
+    torch_device = args.torch_device if args.torch_device != "auto" else ("cpu" if on_cpu else "cuda")
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {threads} CPU threads, "
-          f"jax {jax.__version__}" + "".join(f"; {label}s: {folder}" for label, folder in sources))
+          f"jax {jax.__version__}; PyTorch on {torch_device}" +
+          "".join(f"; {label}s: {folder}" for label, folder in sources))
     peak = matmul_peak() if on_cpu else matmul_peak(8192)
     print(f"measured f32 matmul peak: {peak:.1f} GFLOP/s\n")
 
@@ -325,7 +338,8 @@ def main(argv=None) -> int:
         refs = {}
         for label, folder in sources:
             for mode, compiled in modes:
-                ref = time_references(folder / script, ref_args, threads, compiled, reps, r["samples"])
+                ref = time_references(folder / script, reference_args(ref_args, torch_device, scale), threads,
+                                      compiled, reps, r["samples"])
                 refs.setdefault(label, {})[mode] = ref
                 print(f"  {label:<9} {script} {mode:<8} {fmt_ref(ref, reps)}", flush=True)
         main_ref = refs.get("reference", {}).get("eager")
@@ -354,7 +368,8 @@ def main(argv=None) -> int:
 
     result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,
-                  matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss, vmap_seeds=vm)
+                  torch_device=torch_device, matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss,
+                  vmap_seeds=vm)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")
     return 0

@@ -114,3 +114,12 @@ def test_reference_scripts_run(script, args):
     pytest.importorskip("torch")
     steps_per_s = bench.time_reference(bench.REFERENCES / script, args, threads=1)
     assert steps_per_s is not None and steps_per_s > 0
+
+
+def test_references_run_on_the_asked_device_with_the_accelerator_s_step_count():
+    paper, adder = ["--task", "nanda", "--steps", "30"], ["300"]
+    assert bench.reference_args(paper, "cpu", 1) == paper + ["--device", "cpu"]
+    assert bench.reference_args(paper, "cuda", 20) == paper + ["--device", "cuda", "--steps", "600"]
+    assert bench.reference_args(adder, "cuda", 20) == ["300", "--device", "cuda", "--steps", "6000"]
+    assert bench.parse_args([]).torch_device == "auto"
+    assert bench.parse_args(["--torch-device", "cuda"]).torch_device == "cuda"
