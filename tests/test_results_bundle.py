@@ -24,6 +24,17 @@ def run_roles(text: str) -> set[str]:
     return {line.strip("|").split("|")[0].strip() for line in table.splitlines()[2:] if line.strip()}
 
 
+def assert_provenance(text: str, keys: tuple[str, ...]) -> None:
+    """The bundle's provenance table names a clean commit of this repository and has these rows."""
+    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
+    assert commit and not commit.group(2), "the bundle must name the clean commit that generated it"
+    if (ROOT / ".git").exists():
+        ok = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", commit.group(1) + "^{commit}"]).returncode
+        assert ok == 0, f"commit {commit.group(1)} is not in this repository"
+    for key in keys:
+        assert f"| {key} |" in text
+
+
 @pytest.mark.parametrize("path", BUNDLES, ids=lambda p: p.parent.name)
 def test_bundle_has_a_verdict_for_every_claim_and_names_its_commit(path):
     assert path.is_file(), f"{path} is not committed"
@@ -37,13 +48,7 @@ def test_bundle_has_a_verdict_for_every_claim_and_names_its_commit(path):
         assert row[4].startswith(("holds if", "project", "original")), row  # its rule
         seeds = int(row[-2].split("/")[1])
         assert seeds >= 3 or "Table 3" in row[1], row  # Table 3 reads the recorded seed only
-    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
-    assert commit and not commit.group(2), "the bundle must name the clean commit that generated it"
-    if (ROOT / ".git").exists():
-        ok = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", commit.group(1) + "^{commit}"]).returncode
-        assert ok == 0, f"commit {commit.group(1)} is not in this repository"
-    for key in ("date", "device", "jax", "precision", "seeds", "wall time"):
-        assert f"| {key} |" in text
+    assert_provenance(text, ("date", "device", "jax", "precision", "seeds", "wall time"))
     pngs = list(path.parent.glob("figures/*.png"))
     assert pngs and sum(p.stat().st_size for p in path.parent.rglob("*") if p.is_file()
                         and "runs" not in p.parts) < 10 * 2**20
@@ -52,10 +57,7 @@ def test_bundle_has_a_verdict_for_every_claim_and_names_its_commit(path):
 def test_book_bundle_has_both_implementations_over_five_seeds_and_names_its_commit():
     book = ROOT / "results" / "book"
     text = (book / "seeds.md").read_text()
-    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
-    assert commit and not commit.group(2), "the bundle must name the clean commit that generated it"
-    for key in ("date", "device", "jax", "precision", "PyTorch loop"):
-        assert f"| {key} |" in text
+    assert_provenance(text, ("date", "device", "jax", "precision", "PyTorch loop"))
     data = json.loads((book / "seeds.json").read_text())
     for side in ("jax", "torch"):
         for task in ("addition", "reversal"):
@@ -70,8 +72,7 @@ def test_interventions_bundle_has_a_frequency_row_per_task_and_names_its_commit(
     runs, each with its loss, and the figures; the commit that made it is clean and in this repository."""
     bundle = ROOT / "results" / "paper-cpu-interventions"
     text = (bundle / "results.md").read_text()
-    commit = re.search(r"\| commit \| ([0-9a-f]{40})(-dirty)? \|", text)
-    assert commit and not commit.group(2)
+    assert_provenance(text, ("date", "device", "jax", "precision"))
     section = text.split("## Which frequencies each task needs")[1].split("\n## ")[0]
     rows = [line for line in section.splitlines() if line.startswith("| nanda |") or line.startswith("| miiii |")]
     config = json.loads((bundle / "summaries" / "miiii.config.json").read_text())
@@ -80,3 +81,18 @@ def test_interventions_bundle_has_a_frequency_row_per_task_and_names_its_commit(
     assert len(rows) == 1 + 1 + n_primes  # nanda's task and its cross-check row, one row per prime q < p
     for role in ("nanda", "miiii"):
         assert (bundle / "figures" / f"fig_freq_ablation_{role}.png").is_file()
+
+
+def test_book_unstated_bundle_has_a_verdict_per_setting_over_three_seeds_or_more_and_names_its_commit():
+    """results/book/unstated.md backs the README's weight-decay finding and the preset addition-wd0.1."""
+    book = ROOT / "results" / "book"
+    text = (book / "unstated.md").read_text()
+    assert_provenance(text, ("date", "device", "jax", "precision", "sweeps"))
+    rows = [r.split(" | ") for r in text.splitlines() if re.match(r"\| [0-9.e+]+ \| [0-9.e+]+ \| \d", r)]
+    verdicts = re.findall(r"^\| weight decay ([0-9.e+]+), clip ([0-9.e+]+): 150 epochs .*\*\*(holds|does not hold)"
+                          r"\*\* \|$", text, re.M)
+    assert len(rows) >= 5 and [(r[0][2:], r[1]) for r in rows] == [v[:2] for v in verdicts]
+    assert all(len(r[2].split(", ")) >= 3 for r in rows)  # seeds per setting
+    data = json.loads((book / "unstated.json").read_text())
+    assert sorted(data) == sorted(f"wd={wd} clip={clip}" for wd, clip, _ in verdicts)
+    assert ("0.1", "1", "holds") in verdicts  # the preset addition-wd0.1's setting
