@@ -513,7 +513,8 @@ def fig_unstated(groups: dict, out: Path) -> None:
         ax.set(title=f"weight decay {wd:g}, clip {clip:g}", xlabel="Epoch", ylim=(-0.05, 1.05))
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("held-out exact match (teacher-forced)")
-    axes[0][0].legend(fontsize=7)
+    most = max(range(len(groups)), key=lambda i: len(list(groups.values())[i]))  # the panel with every seed
+    axes[0][most].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out / "unstated_addition.png", dpi=110)
     plt.close(fig)
