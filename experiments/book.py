@@ -1,6 +1,9 @@
 """The book, replicated: one 17,760-parameter transformer on addition and on reversal, inspected.
 
     python experiments/book.py [--smoke] [--out results/book]     (make book / make book-smoke)
+    python experiments/book.py --seeds 5 --only-seeds [--torch]   (seeds.md: the jump over seeds, beside PyTorch)
+    python experiments/book.py --unstated wd=0,0.01,0.1,1.0 --seeds 3   (unstated.md: the weight decay and
+                                                                       clipping the book does not state)
 
 Trains (or reuses, when OUT/runs/NAME/summary.json exists) five runs of the book's model with its
 recipe (AdamW lr 0.01, 200-step warm-up then cosine, clip 1.0, batch 512): addition (150 epochs),
