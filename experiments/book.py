@@ -49,7 +49,7 @@ from miiii.presets import get_preset  # noqa: E402
 from miiii.report import provenance, provenance_table  # noqa: E402
 from miiii.rundir import load_run  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
-from miiii.sweep import make_members, parse_grid, run_sweep  # noqa: E402
+from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
 
 ABLATIONS = {  # name: (config switches, what the book says breaks)
@@ -353,6 +353,11 @@ def distribution(runs: list[dict], budget: int) -> dict:
                 edge_cases=[f"{r.get('edge_cases', '–')}/{r.get('n_edge_cases', '–')}" for r in runs])
 
 
+def _range(d: dict) -> str:
+    """The jump epochs' range as a table cell (– when no seed jumped)."""
+    return f"{d['jump_min']}–{d['jump_max']}" if d["jump_min"] is not None else "–"
+
+
 def agree(a: dict, b: dict) -> bool:
     """Two jump-epoch distributions agree: as many seeds (±1) grok, and the medians (a seed that never jumps
     counted just past the budget) lie within AGREE_EPOCHS epochs."""
@@ -464,10 +469,6 @@ def seed_study(out: Path, n: int, smoke: bool, with_torch: bool) -> str:
 CURVE_PLATEAU = 10  # epochs the book's curve sits below 50 % held-out exact match before its jump (ch. 4: ~60-70)
 
 
-def _range(d: dict) -> str:
-    return f"{d['jump_min']}–{d['jump_max']}" if d["jump_min"] is not None else "–"
-
-
 def book_curve(run: dict) -> bool:
     """The book's curve: a plateau (teacher-forced held-out exact match below 50 % in each of the first
     CURVE_PLATEAU epochs), then the jump (>= 99 % autoregressive exact match at the end of the budget)."""
@@ -487,23 +488,27 @@ def unstated_sweep(out: Path, n: int, grid: dict, smoke: bool, first_seed: int =
         run_sweep(base, n, grid, sweep_dir, tensorboard=False)
     result = json.loads((sweep_dir / "sweep.json").read_text())
     want = json.loads(json.dumps([m.config.to_dict() for m in make_members(base, n, grid)]))  # tuples as lists
-    got = [json.loads((sweep_dir / f"member_{m['member']:03d}" / "config.json").read_text())
-           for m in result["members"]]
+    got = [json.loads((member_dir(sweep_dir, m["member"]) / "config.json").read_text()) for m in result["members"]]
     if got != want:
         raise ConfigError(f"{sweep_dir} holds another sweep than --seeds {n} {slug} of this recipe; "
                           "move it away to train this one")
     return sweep_dir
 
 
-def unstated_groups(out: Path) -> dict[tuple, list[dict]]:
-    """Every finished OUT/runs/unstated-* sweep's members, evaluated like a seed of `seed_runs`, by (weight decay,
-    clip norm), sorted by seed; a setting and seed in two sweeps counts once (the first sweep by name)."""
+def finished_sweeps(out: Path) -> dict[str, dict]:
+    """Every OUT/runs/unstated-* sweep that finished, by directory name: its sweep.json."""
+    return {d.name: json.loads((d / "sweep.json").read_text()) for d in sorted((out / "runs").glob("unstated-*"))
+            if (d / "sweep.json").is_file()}
+
+
+def unstated_groups(out: Path, sweeps: dict[str, dict]) -> dict[tuple, list[dict]]:
+    """The members of `sweeps` (`finished_sweeps`), evaluated like a seed of `seed_runs`, by (weight decay, clip
+    norm), sorted by seed; a setting and seed in two sweeps counts once (the first sweep by name)."""
     groups: dict[tuple, dict[int, dict]] = {}
-    for sweep_dir in sorted((out / "runs").glob("unstated-*")):
-        if (sweep_dir / "sweep.json").is_file():
-            for m in json.loads((sweep_dir / "sweep.json").read_text())["members"]:
-                r = seed_record(sweep_dir / f"member_{m['member']:03d}", m["seed"]) | dict(sweep=sweep_dir.name)
-                groups.setdefault((r["weight_decay"], r["clip_norm"]), {}).setdefault(r["seed"], r)
+    for name, result in sweeps.items():
+        for m in result["members"]:
+            r = seed_record(member_dir(out / "runs" / name, m["member"]), m["seed"]) | dict(sweep=name)
+            groups.setdefault((r["weight_decay"], r["clip_norm"]), {}).setdefault(r["seed"], r)
     return {k: [v[seed] for seed in sorted(v)] for k, v in sorted(groups.items())}
 
 
@@ -572,10 +577,9 @@ def unstated_study(out: Path, n: int, grids: list[dict], smoke: bool, first_seed
     """Each grid's sweep (trained or reused), then one table over every setting of every sweep in OUT/runs."""
     for grid in grids:
         unstated_sweep(out, n, grid, smoke, first_seed)
-    groups = unstated_groups(out)
-    sweeps = {d.name: json.loads((d / "sweep.json").read_text()) for d in sorted((out / "runs").glob("unstated-*"))
-              if (d / "sweep.json").is_file()}
-    s = load_run(out / "runs" / next(iter(sweeps)) / "member_000").summary
+    sweeps = finished_sweeps(out)
+    groups = unstated_groups(out, sweeps)
+    s = load_run(member_dir(out / "runs" / next(iter(sweeps)), 0)).summary
     prov = provenance(s, s.get("precision", "?")) | {"sweeps": "; ".join(
         f"{name} (seeds {min(m['seed'] for m in r['members'])}–{max(m['seed'] for m in r['members'])}, "
         f"{r['n_members']} members, {r['wall_s'] / 60:.1f} min)" for name, r in sweeps.items())}

@@ -40,7 +40,7 @@ from miiii.presets import as_original_code, get_preset
 from miiii.report import provenance, write_results
 from miiii.rundir import load_run
 from miiii.runner import resume_run, train_run
-from miiii.sweep import run_sweep
+from miiii.sweep import member_dir, run_sweep
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -124,7 +124,7 @@ def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: 
         res = run_sweep(cfg, n, {}, sweep_dir, progress=progress)
         done = [sum(v is not None for v in m["grok_step"].values()) for m in res["members"]]
         print(f"{role}: {n} more seeds in {time.perf_counter() - t:.0f} s, tasks grokked per seed {done}", flush=True)
-    return [sweep_dir / f"member_{i:03d}" for i in range(n)]
+    return [member_dir(sweep_dir, i) for i in range(n)]
 
 
 def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None,

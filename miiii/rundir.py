@@ -580,11 +580,15 @@ class Run:
         have = [k for k, v in parts.items() if v is not None] + ([] if self.config.task.is_sequence else ["grid"])
         raise ConfigError(f"split '{split}': this run has {', '.join(have)}")
 
+    @functools.cached_property
+    def _jitted_cache(self):
+        """`model.run_with_cache` jitted once per run, so each set of names traces once however often it is asked."""
+        return jax.jit(self.model.run_with_cache, static_argnames="names")
+
     def cache(self, names: tuple[str, ...], split: str = "grid", params=None) -> dict[str, np.ndarray]:
         """The named activations of `params` (default: the final ones) on a whole split, jitted, as numpy: the
         forward pass the figures and the report share (`run.model.run_with_cache`)."""
-        run = jax.jit(self.model.run_with_cache, static_argnames="names")
-        _, out = run(self.params if params is None else params, self.inputs(split), tuple(names))
+        _, out = self._jitted_cache(self.params if params is None else params, self.inputs(split), tuple(names))
         return {k: np.asarray(v) for k, v in out.items()}
 
     @property

@@ -167,6 +167,11 @@ def _fetch(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
+def member_dir(sweep_dir: Path, index: int) -> Path:
+    """Member `index`'s run directory in a sweep directory (the layout in the module docstring)."""
+    return Path(sweep_dir) / f"member_{index:03d}"
+
+
 MEMBER_AXES = TrainState(params=0, opt_state=0, step=None, key=0)  # one step counter for every member
 
 
@@ -243,7 +248,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     logs = []
     if writer:  # out_dir itself is made by the claim
         for mem in members:
-            run = out_dir / f"member_{mem.index:03d}"
+            run = member_dir(out_dir, mem.index)
             run.mkdir()
             write_config(run, mem.config)
             logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
@@ -273,7 +278,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     rows = []
     final = states.params if jax.process_count() == 1 else _fetch(states.params)
     for mem in members:
-        run = out_dir / f"member_{mem.index:03d}"
+        run = member_dir(out_dir, mem.index)
         mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
         if writer:
             write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
