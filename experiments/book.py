@@ -42,11 +42,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
 from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
-from miiii.report import provenance, provenance_table  # noqa: E402
+from miiii.report import git_commit, provenance, provenance_table  # noqa: E402
 from miiii.rundir import load_run  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
@@ -591,6 +592,156 @@ def unstated_study(out: Path, n: int, grids: list[dict], smoke: bool, first_seed
     return text
 
 
+# ---------------------------------------------------------------- where the two loops part
+
+# seeds.md and unstated.md hold this project's addition seeds at the book's settings, torch_book_addition*.json the
+# book's loop in PyTorch as written and in variants (experiments/torch_book.py --drop-last / --weight-decay). Read
+# side by side they ask whether the loops differ and, if so, whether the last partial batch (98 batches an epoch
+# against miiii's 97) is why. Two samples *differ* when either exact test gives p < GAP_ALPHA.
+GAP_ALPHA = 0.05
+
+
+def gap_samples(out: Path) -> list[dict]:
+    """Every addition sample the committed JSONs hold: loop, weight decay, batches an epoch, runs, source file."""
+    samples = []
+    seeds = json.loads((out / "seeds.json").read_text()) if (out / "seeds.json").is_file() else {}
+    unstated = json.loads((out / "unstated.json").read_text()) if (out / "unstated.json").is_file() else {}
+    solo = seeds.get("jax", {}).get("addition", [])
+    swept = unstated.get("wd=0.01 clip=1", [])
+    if solo:
+        samples.append(dict(key="miiii solo", loop="miiii, solo runs", wd=0.01, batches=97, runs=solo,
+                            source="seeds.json"))
+    if swept:
+        samples.append(dict(key="miiii swept", loop="miiii, vmapped sweep members", wd=0.01, batches=97, runs=swept,
+                            source="unstated.json"))
+    if solo and swept:
+        samples.append(dict(key="miiii", loop="miiii, both (pooled)", wd=0.01, batches=97, runs=solo + swept,
+                            source="seeds.json + unstated.json"))
+    for tag, wd, drop in (("", 0.01, False), ("_drop_last", 0.01, True), ("_wd=0.1", 0.1, False)):
+        f = out / f"torch_book_addition{tag}.json"
+        if f.is_file():
+            data = json.loads(f.read_text())
+            samples.append(dict(key="PyTorch" + tag, wd=wd, batches=97 if drop else 98, source=f.name,
+                                loop="PyTorch, the book's loop" + (", last batch dropped" if drop else ""),
+                                runs=[r | {"loss_floor": data["loss_floor"]} for r in data["runs"]]))
+    if unstated.get("wd=0.1 clip=1"):
+        samples.append(dict(key="miiii wd=0.1", loop="miiii, vmapped sweep members", wd=0.1, batches=97,
+                            runs=unstated["wd=0.1 clip=1"], source="unstated.json"))
+    return samples
+
+
+GAP_COMPARISONS = (  # (question, sample a, sample b)
+    ("at the book's settings, does this project's loop differ from the book's?", "miiii", "PyTorch"),
+    ("does the book's loop change when its last, partial batch is dropped (98 -> 97 batches an epoch)?",
+     "PyTorch", "PyTorch_drop_last"),
+    ("with 97 batches an epoch in both, does this project's loop differ from the book's?", "miiii",
+     "PyTorch_drop_last"),
+    ("at weight decay 0.1, does this project's loop differ from the book's?", "miiii wd=0.1", "PyTorch_wd=0.1"),
+)
+
+
+def compare(a: list[dict], b: list[dict], budget: int) -> dict:
+    """Two samples of seeds: Fisher's exact p on how many grok, the exact rank-sum p on the jump epochs (a seed
+    that never jumps counted at budget + 1), and whether they differ (either p < GAP_ALPHA)."""
+    da, db = distribution(a, budget), distribution(b, budget)
+    censored = [[r["jump_epoch"]["0.99"] or budget + 1 for r in runs] for runs in (a, b)]
+    p_grok = fisher_exact_p(da["grokked"], da["n"], db["grokked"], db["n"])
+    p_jump = rank_sum_p(*censored)
+    return dict(a=da, b=db, p_grokked=p_grok, p_jump=p_jump, differ=min(p_grok, p_jump) < GAP_ALPHA)
+
+
+def fig_gap(samples: list[dict], budget: int, out: Path) -> None:
+    """The jump epoch of every seed, one row per sample; a seed that never jumps is an x past the budget."""
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(samples) + 1.3))
+    for row, smp in enumerate(samples):
+        jumps = [r["jump_epoch"]["0.99"] for r in smp["runs"]]
+        hit = [j for j in jumps if j is not None]
+        ax.scatter(hit, [row] * len(hit), s=36, color="tab:blue", alpha=0.8, zorder=3)
+        never = len(jumps) - len(hit)
+        ax.scatter(budget + 3 + 2.5 * np.arange(never), [row] * never, marker="x", s=36, color="tab:red", zorder=3)
+    ax.axvline(budget + 0.5, color="0.5", lw=1, ls="--")
+    ax.set_yticks(range(len(samples)), [f"{s['loop']}, wd {s['wd']:g}, {s['batches']} batches" for s in samples],
+                  fontsize=8)
+    ax.set(xlabel=f"jump epoch (first ≥ 99 % held-out exact match); ×: never within {budget}",
+           xlim=(0, budget + 30), title="addition: the jump epoch of every seed, by training loop")
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "gap_addition.png", dpi=110)
+    plt.close(fig)
+
+
+def gap_md(samples: list[dict], budget: int, provenance: dict | None = None) -> tuple[str, list[dict]]:
+    by_key = {s["key"]: s for s in samples}
+    lines = ["# Where this project's loop and the book's part: addition over seeds", ""]
+    lines += provenance_table(provenance) if provenance else []
+    lines += ["Generated by `experiments/book.py --gap` from the per-seed records of `seeds.json` and",
+              "`unstated.json` (this project) and `torch_book_addition*.json` (`experiments/torch_book.py`: the",
+              "book's loop in PyTorch as written, and with `--drop-last` or `--weight-decay`). A seed *groks* when",
+              "its final autoregressive exact match on the 10,000 held-out pairs is ≥ 99 %; its *jump epoch* is the",
+              f"first epoch whose teacher-forced held-out exact match is ≥ 99 % (– never; counted as {budget + 1}).",
+              "Rule: two samples *differ* when Fisher's exact test on the seeds that grok or the exact rank-sum",
+              f"test on the jump epochs gives a two-sided p < {GAP_ALPHA}; otherwise no difference is detected, which",
+              "at these seed counts does not show that the loops are the same. Sweep members and solo runs of the",
+              "same seed start from the same parameters and see the same data order; only their float rounding",
+              "differs (vmapped matmuls), so the pooled sample counts those seeds twice.", "",
+              "| loop | weight decay | batches an epoch | seeds | seeds grokked | jump epoch per seed | median "
+              f"(never = {budget + 1}) | final loss (floor) | source |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for smp in samples:
+        d = distribution(smp["runs"], budget)
+        lines.append(f"| {smp['loop']} | {smp['wd']:g} | {smp['batches']} | "
+                     f"{', '.join(str(r['seed']) for r in smp['runs'])} | {d['grokked']}/{d['n']} | "
+                     f"{', '.join(str(j or '–') for j in d['jumps'])} | {d['jump_median']:.0f} | "
+                     f"{d['loss_mean']:.4f} ± {d['loss_std']:.4f} ({smp['runs'][0]['loss_floor']:.4f}) | "
+                     f"`{smp['source']}` |")
+    lines += ["", "## Comparisons", "", "| question | a | b | grokked a vs b | Fisher p | median jump a vs b | "
+              "rank-sum p | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    results = []
+    for question, ka, kb in GAP_COMPARISONS:
+        if ka not in by_key or kb not in by_key:
+            continue
+        c = compare(by_key[ka]["runs"], by_key[kb]["runs"], budget)
+        results.append(dict(question=question, a=ka, b=kb) | {k: c[k] for k in ("p_grokked", "p_jump", "differ")})
+        lines.append(f"| {question} | {by_key[ka]['loop']}, wd {by_key[ka]['wd']:g} | {by_key[kb]['loop']}, wd "
+                     f"{by_key[kb]['wd']:g} | {c['a']['grokked']}/{c['a']['n']} vs {c['b']['grokked']}/{c['b']['n']}"
+                     f" | {c['p_grokked']:.3f} | {c['a']['jump_median']:.0f} vs {c['b']['jump_median']:.0f} | "
+                     f"{c['p_jump']:.3f} | **{'differ' if c['differ'] else 'no difference detected'}** |")
+    solo, swept = by_key.get("miiii solo"), by_key.get("miiii swept")
+    if solo and swept:
+        pairs = [(r["seed"], r["jump_epoch"]["0.99"], {x["seed"]: x for x in swept["runs"]}[r["seed"]]
+                  ["jump_epoch"]["0.99"]) for r in solo["runs"] if r["seed"] in {x["seed"] for x in swept["runs"]}]
+        split = [seed for seed, a, b in pairs if (a is None) != (b is None)]
+        lines += ["", "## The same seed, solo and as a vmapped member", "",
+                  "| seed | jump epoch, solo | jump epoch, vmapped member |", "| --- | --- | --- |"]
+        lines += [f"| {seed} | {a or '–'} | {b or '–'} |" for seed, a, b in pairs]
+        lines += ["", f"Seeds whose outcome (grok or plateau) changes with the float rounding alone: "
+                      f"{', '.join(map(str, split)) if split else 'none'} of {len(pairs)}."]
+    lines += ["", "Figure: `gap_addition.png` (the jump epoch of every seed, by loop).", ""]
+    return "\n".join(lines), results
+
+
+def gap_study(out: Path) -> str:
+    samples = gap_samples(out)
+    if not samples:
+        raise ConfigError(f"{out} holds none of seeds.json, unstated.json, torch_book_addition*.json: run "
+                          "--seeds, --unstated and experiments/torch_book.py first")
+    budget = BUDGET["addition"]
+    prov = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "sources": "; ".join(sorted({smp["source"] for smp in samples}))}
+    for f in sorted(out.glob("torch_book_addition*.json")):
+        data = json.loads(f.read_text())
+        prov[f.name] = f"torch {data.get('torch', '?')}, {data.get('threads', '?')} thread(s), " \
+                       f"{sum(r['wall_s'] for r in data['runs']) / 60:.0f} min"
+    text, results = gap_md(samples, budget, prov)
+    fig_gap(samples, budget, out)
+    (out / "gap.json").write_text(json.dumps(to_jsonable(dict(comparisons=results, samples=[
+        {k: v for k, v in smp.items() if k != "runs"} | dict(distribution=distribution(smp["runs"], budget))
+        for smp in samples])), indent=1))
+    (out / "gap.md").write_text(text)
+    return text
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny runs, CPU minutes")
@@ -609,6 +760,10 @@ def main(argv=None) -> int:
                          "else runs")
     ap.add_argument("--first-seed", type=int, default=0,
                     help="with --unstated: train seeds FIRST .. FIRST + N - 1 (more seeds for a setting already swept)")
+    ap.add_argument("--gap", action="store_true",
+                    help="write gap.md, gap.json and gap_addition.png from OUT's seeds.json, unstated.json and "
+                         "torch_book_addition*.json: where this project's loop and the book's (in PyTorch, as "
+                         "written and in variants) part, with exact tests; trains nothing")
     ap.add_argument("--torch", action="store_true",
                     help="run experiments/torch_book.py (addition and reversal) for the same seeds if its results "
                          "are missing (needs torch)")
@@ -618,6 +773,13 @@ def main(argv=None) -> int:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
     out = args.out or Path("results") / ("book-smoke" if args.smoke else "book")
     out.mkdir(parents=True, exist_ok=True)
+    if args.gap:
+        try:
+            print(gap_study(out))
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.unstated:
         try:
             grids = [parse_grid(items) for items in args.unstated]

@@ -2,6 +2,9 @@
 the book's way" (experiments/book.py --seeds compares its jump-epoch distribution with this one).
 
     python experiments/torch_book.py --seeds 5 [--task addition|reversal] [--epochs 150] [--out DIR]
+    python experiments/torch_book.py --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
+    python experiments/torch_book.py --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
+    python experiments/torch_book.py --seeds 8 --weight-decay 0.1      # a setting the book does not state
 
 Written from the book's description, not translated from miiii: `AdditionTransformer` (pre-LN, one causal head
 with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions: 17,760
@@ -15,8 +18,11 @@ the answer on the held-out set (the book's "Test accuracy"); at the end, autoreg
 
 PyTorch is an optional extra (`pip install -e .[bench]`); nothing in miiii imports it.
 Expected runtime on 2 CPU cores: about 4 minutes a seed for addition (150 epochs), 2 for reversal (80).
-Writes OUT/torch_book_TASK.json: per seed the curves, the jump epochs (>= 50 % and >= 99 %), the final loss,
-autoregressive accuracy and wall time. Prints 'done' last.
+The two variants exist to find where this loop and miiii's trainer part (book.py's gap table): `--drop-last` drops
+the 336-pair batch (miiii's 97 batches; the schedule counts 97 an epoch too), `--weight-decay` changes AdamW's.
+Writes OUT/torch_book_TASK.json (OUT/torch_book_TASK_VARIANT.json for a variant, e.g. _wd=0.1_drop_last): per
+seed the curves, the jump epochs (>= 50 % and >= 99 %), the final loss, autoregressive accuracy and wall time.
+Prints 'done' last.
 """
 
 from __future__ import annotations
@@ -92,13 +98,14 @@ def autoregressive(model, x, y, answer_start: int) -> float:
 
 
 def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01, warmup: int = 200,
-               clip: float = 1.0, max_seq_len: int = 13) -> dict:
+               clip: float = 1.0, max_seq_len: int = 13, weight_decay: float = 0.01, drop_last: bool = False) -> dict:
     torch.manual_seed(seed)
     model = AdditionTransformer(max_seq_len=max_seq_len)
     xt, yt = (torch.as_tensor(a, dtype=torch.long) for a in (task.train.x, task.train.y))
     xv, yv = (torch.as_tensor(a, dtype=torch.long) for a in (task.valid.x, task.valid.y))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, shuffle=True)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)  # PyTorch's defaults for everything else
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, shuffle=True,
+                                         drop_last=drop_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)  # defaults for the rest
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, epochs * len(loader)))
     loss_fn = nn.CrossEntropyLoss()
     losses, accs, t0 = [], [], time.perf_counter()
@@ -122,31 +129,60 @@ def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01,
                 wall_s=round(time.perf_counter() - t0, 1))
 
 
+def variant(weight_decay: float, drop_last: bool) -> str:
+    """The file-name tag of a loop that is not the book's as written ('' for it)."""
+    return "".join([f"_wd={weight_decay:g}" if weight_decay != 0.01 else "", "_drop_last" if drop_last else ""])
+
+
+def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
+    """The file's runs with `runs` added: the seeds extend those of an earlier call with the same settings."""
+    if not out.is_file():
+        return settings | dict(runs=runs)
+    old = json.loads(out.read_text())
+    theirs = {k: old.get(k, dict(weight_decay=0.01, drop_last=False).get(k)) for k in ("weight_decay", "drop_last")}
+    if theirs != {k: settings[k] for k in theirs}:
+        raise SystemExit(f"error: {out} holds runs with {theirs}, not {settings}")
+    seeds = {r["seed"] for r in old["runs"]}
+    if seeds & {r["seed"] for r in runs}:
+        raise SystemExit(f"error: {out} already holds seeds {sorted(seeds)}: start after them with --first-seed")
+    return old | settings | dict(runs=sorted(old["runs"] + runs, key=lambda r: r["seed"]))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", choices=["addition", "reversal"], default="addition")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 (torch.manual_seed)")
+    ap.add_argument("--seeds", type=int, default=5, help="N seeds from --first-seed (torch.manual_seed)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="the first seed; runs are added to an existing file of the same loop (seeds must not repeat)")
+    ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's (0.01: PyTorch's default)")
+    ap.add_argument("--drop-last", action="store_true",
+                    help="drop the last, partial batch: 97 batches an epoch as miiii's trainer draws")
     ap.add_argument("--epochs", type=int, default=None, help="default: the book's 150 (addition) / 80 (reversal)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     ap.add_argument("--out", type=Path, default=Path("results") / "book")
     args = ap.parse_args(argv)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1):
         ap.error("--seeds and --epochs must be at least 1")
+    if args.first_seed < 0 or args.weight_decay < 0:
+        ap.error("--first-seed and --weight-decay must not be negative")
+    out = args.out / f"torch_book_{args.task}{variant(args.weight_decay, args.drop_last)}.json"
+    settings = dict(weight_decay=args.weight_decay, drop_last=args.drop_last)
+    merged(out, settings, [dict(seed=s) for s in range(args.first_seed, args.first_seed + args.seeds)])  # refuse now
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = get_preset(args.task)
     task = make_task(cfg.task)
     epochs = args.epochs or (150 if args.task == "addition" else 80)
     runs = []
-    for seed in range(args.seeds):
-        r = train_seed(task, seed, epochs, max_seq_len=cfg.model.n_ctx or task.n_ctx)
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        r = train_seed(task, seed, epochs, max_seq_len=cfg.model.n_ctx or task.n_ctx, **settings)
         runs.append(r)
         print(f"seed {seed}: jump {r['jump_epoch']}, final loss {r['final_epoch_loss']:.4f}, autoregressive "
               f"{r['valid_autoregressive_acc']:.2%}, {r['wall_s']:.0f} s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"torch_book_{args.task}.json"
-    out.write_text(json.dumps(dict(task=args.task, torch=torch.__version__, threads=torch.get_num_threads(),
-                                   loss_floor=loss_floor(args.task, cfg.task.n_digits), runs=runs), indent=1))
+    meta = dict(task=args.task, torch=torch.__version__, threads=torch.get_num_threads(),
+                loss_floor=loss_floor(args.task, cfg.task.n_digits))
+    out.write_text(json.dumps(merged(out, meta | settings, runs), indent=1))
     print(f"wrote {out}\ndone")
     return 0
 

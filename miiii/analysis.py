@@ -316,6 +316,37 @@ def permutation_p(a, b, n_perm: int = 10_000, seed: int = 0) -> float:
     return float((1 + (np.abs(perms @ ra) >= obs - 1e-9).sum()) / (n_perm + 1))
 
 
+def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided Fisher exact p of k1/n1 vs k2/n2 successes: the hypergeometric probability of every table with
+    the same margins that is no more likely than the observed one (how many seeds grok, two implementations)."""
+    from math import comb
+
+    k, n = k1 + k2, n1 + n2
+    prob = {x: comb(k, x) * comb(n - k, n1 - x) / comb(n, n1) for x in range(max(0, k - n2), min(k, n1) + 1)}
+    return float(min(1.0, sum(q for q in prob.values() if q <= prob[k1] * (1 + 1e-9))))
+
+
+def rank_sum_p(a, b, max_exact: int = 200_000, seed: int = 0) -> float:
+    """Two-sided exact permutation p of the rank-sum (Mann-Whitney) statistic of samples a and b, ties at their
+    mean rank: the share of all splits of the pooled values into groups of len(a) and len(b) whose rank sum lies
+    at least as far from its mean as the observed one (a random max_exact of them when there are more)."""
+    from itertools import combinations
+    from math import comb
+
+    r = _ranks(np.concatenate([np.asarray(a, float), np.asarray(b, float)]))
+    n, m = len(r), len(a)
+    if m == 0 or m == n:
+        return 1.0
+    if comb(n, m) <= max_exact:
+        sums = np.array([r[list(c)].sum() for c in combinations(range(n), m)])
+    else:
+        rng = np.random.default_rng(seed)
+        sums = np.array([r[rng.permutation(n)[:m]].sum() for _ in range(max_exact)])
+    centre = m * (n + 1) / 2  # the mean rank sum (ranks from 1; _ranks counts from 0, so shift)
+    dev = np.abs(sums + m - centre)
+    return float((dev >= abs(r[:m].sum() + m - centre) - 1e-9).mean())
+
+
 def original_neuron_spectrum(neurons: np.ndarray, p: int) -> np.ndarray:
     """The original code's per-step neuron spectrum (`scope_fn`): neurons (T, p*p, N) recorded over the grid ->
     (T, N, (p - 1)//2 + 1).

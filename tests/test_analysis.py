@@ -197,3 +197,54 @@ def test_fourier_2d_and_projection_equal_explicit_matrix_products():
         proj = S.T @ (S @ logits[t])
         np.testing.assert_allclose(excluded[t], logits[t] - proj, atol=1e-10)
         np.testing.assert_allclose(restricted[t], logits[t].mean(0) + proj - proj.mean(0), atol=1e-10)
+
+
+def _brute_fisher(k1, n1, k2, n2):
+    """Fisher's two-sided p by counting: every way to place k1 + k2 successes among the n1 + n2 seeds."""
+    from collections import Counter
+    from itertools import combinations
+
+    n, k = n1 + n2, k1 + k2
+    tables = Counter(sum(i < n1 for i in c) for c in combinations(range(n), k))  # successes in group 1
+    total = sum(tables.values())
+    return sum(v for v in tables.values() if v <= tables[k1]) / total
+
+
+@pytest.mark.parametrize("k1, n1, k2, n2", [(4, 8, 5, 5), (4, 8, 8, 8), (7, 8, 7, 8), (0, 3, 3, 3), (1, 5, 4, 6)])
+def test_fisher_exact_p_equals_counting_every_table(k1, n1, k2, n2):
+    assert A.fisher_exact_p(k1, n1, k2, n2) == pytest.approx(_brute_fisher(k1, n1, k2, n2), rel=1e-12)
+
+
+def test_fisher_exact_p_both_directions():
+    assert A.fisher_exact_p(0, 8, 8, 8) < 0.001  # none vs all of 8 seeds: a difference
+    assert A.fisher_exact_p(4, 8, 5, 5) > 0.05  # 4/8 vs 5/5: 8 and 5 seeds cannot tell them apart
+    assert A.fisher_exact_p(3, 6, 3, 6) == 1.0
+
+
+def _brute_rank_sum(a, b):
+    """The Mann-Whitney U (pairs a > b, ties half) over every split of the pooled values: two-sided p."""
+    from itertools import combinations
+
+    pooled = list(a) + list(b)
+    n, m = len(pooled), len(a)
+
+    def u(xs, ys):
+        return sum((x > y) + 0.5 * (x == y) for x in xs for y in ys)
+
+    obs = abs(u(a, b) - m * (n - m) / 2)
+    devs = [abs(u([pooled[i] for i in c], [pooled[i] for i in range(n) if i not in c]) - m * (n - m) / 2)
+            for c in combinations(range(n), m)]
+    return sum(d >= obs - 1e-9 for d in devs) / len(devs)
+
+
+@pytest.mark.parametrize("a, b", [([1, 2, 3], [4, 5, 6]), ([1, 5, 3], [4, 2, 6]),
+                                  ([151, 151, 32, 82, 151], [90, 65, 10, 15, 51, 151]), ([7, 7, 7], [7, 7])])
+def test_rank_sum_p_equals_the_u_statistic_over_every_split(a, b):
+    assert A.rank_sum_p(a, b) == pytest.approx(_brute_rank_sum(a, b), rel=1e-12)
+
+
+def test_rank_sum_p_both_directions_and_the_sampled_path():
+    early, late = [5, 8, 9, 12, 15, 20, 22, 30], [60, 70, 80, 90, 100, 151, 151, 151]
+    assert A.rank_sum_p(early, late) == pytest.approx(2 / 12870)  # only the two most extreme splits
+    assert A.rank_sum_p(early, early) == 1.0
+    assert A.rank_sum_p(early, late, max_exact=1000) < 0.01  # sampled splits when there are more than max_exact

@@ -132,3 +132,46 @@ def test_addition_wd01_is_the_book_recipe_at_weight_decay_0_1():
     a, b = (get_preset(n).to_dict() for n in ("addition", "addition-wd0.1"))
     assert (a["optim"].pop("weight_decay"), b["optim"].pop("weight_decay")) == (0.01, 0.1)
     assert a == b  # the model, data, schedule, clipping, budget and recording are the addition preset's
+
+
+def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None):
+    """seeds.json / unstated.json / torch_book_addition*.json as the studies write them (only what --gap reads)."""
+    runs = [_run(s, j, 1.0 if j else 0.1) for s, j in enumerate(miiii_jumps)]
+    (out / "seeds.json").write_text(json.dumps(dict(jax=dict(addition=runs[:5]), torch={})))
+    (out / "unstated.json").write_text(json.dumps({"wd=0.01 clip=1": [r | {"seed": i} for i, r in
+                                                                       enumerate(runs[5:])]}))
+    for tag, jumps in (("", torch_jumps), ("_drop_last", drop_last_jumps)):
+        if jumps is not None:
+            (out / f"torch_book_addition{tag}.json").write_text(json.dumps(dict(
+                task="addition", torch="2.x", threads=1, loss_floor=0.9594,
+                runs=[_run(s, j, 1.0 if j else 0.1) for s, j in enumerate(jumps)])))
+
+
+def _gap_verdicts(text: str) -> dict[str, str]:
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ") and "**" in line]
+    return {r[1].strip(): r[-2].strip().strip("*") for r in rows}
+
+
+def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
+    apart, alike = tmp_path / "apart", tmp_path / "alike"
+    for d in (apart, alike):
+        d.mkdir()
+    never = [None] * 8
+    _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never)
+    _write_gap_inputs(alike, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51, None, 40, 33],
+                      drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33])
+    v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
+    q_loops, q_batch = book.GAP_COMPARISONS[0][0], book.GAP_COMPARISONS[1][0]
+    assert v_apart[q_loops] == "differ" and v_apart[q_batch] == "differ"  # 0/8 vs 8/8: Fisher p = 0.00016
+    assert v_alike[q_loops] == "no difference detected" and v_alike[q_batch] == "no difference detected"
+    gap = json.loads((apart / "gap.json").read_text())
+    assert gap["comparisons"][0]["p_grokked"] < 0.001 and (apart / "gap_addition.png").stat().st_size > 10_000
+    text = (alike / "gap.md").read_text()
+    assert "| 0 | 30 | – |" in text  # seed 0 jumps solo at 30, never as a member: its outcome splits
+    assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text)
+
+
+def test_gap_without_inputs_is_one_error_line(tmp_path, capsys):
+    assert book.main(["--gap", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and not list(tmp_path.iterdir())
