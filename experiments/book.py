@@ -480,18 +480,23 @@ def book_curve(run: dict) -> bool:
 def unstated_sweep(out: Path, n: int, grid: dict, smoke: bool, first_seed: int = 0) -> Path:
     """The addition recipe over seeds first_seed .. first_seed + n - 1 x `grid` as one sweep, trained into
     OUT/runs/unstated-GRID[_seeds=A-B] unless it is there (then checked to be that sweep)."""
-    base = configs(smoke, None)["addition"]
-    base = replace(base, train=replace(base.train, seed=first_seed))
     slug = "_".join(f"{k.split('.')[-1]}={','.join(f'{v:g}' for v in vals)}" for k, vals in grid.items())
-    slug += f"_seeds={first_seed}-{first_seed + n - 1}" if first_seed else ""
-    sweep_dir = out / "runs" / f"unstated-{slug}"
+    return recipe_sweep(out / "runs" / f"unstated-{slug}", configs(smoke, None)["addition"], n, grid, first_seed)
+
+
+def recipe_sweep(sweep_dir: Path, base: RunConfig, n: int, grid: dict, first_seed: int = 0) -> Path:
+    """`base` over seeds first_seed .. first_seed + n - 1 x `grid` as one vmapped sweep, trained into
+    SWEEP_DIR[_seeds=A-B] unless it is there (then checked to be that sweep: a ConfigError if not)."""
+    base = replace(base, train=replace(base.train, seed=first_seed))
+    if first_seed:
+        sweep_dir = sweep_dir.with_name(f"{sweep_dir.name}_seeds={first_seed}-{first_seed + n - 1}")
     if not (sweep_dir / "sweep.json").is_file():
         run_sweep(base, n, grid, sweep_dir, tensorboard=False)
     result = json.loads((sweep_dir / "sweep.json").read_text())
     want = json.loads(json.dumps([m.config.to_dict() for m in make_members(base, n, grid)]))  # tuples as lists
     got = [json.loads((member_dir(sweep_dir, m["member"]) / "config.json").read_text()) for m in result["members"]]
     if got != want:
-        raise ConfigError(f"{sweep_dir} holds another sweep than --seeds {n} {slug} of this recipe; "
+        raise ConfigError(f"{sweep_dir} holds another sweep than --seeds {n} of this recipe; "
                           "move it away to train this one")
     return sweep_dir
 
@@ -601,6 +606,23 @@ def unstated_study(out: Path, n: int, grids: list[dict], smoke: bool, first_seed
 GAP_ALPHA = 0.05
 
 
+def batches98_runs(out: Path, n: int, smoke: bool, first_seed: int = 0) -> list[dict]:
+    """This project's addition with the DataLoader's 98 batches an epoch (preset addition-98) over seeds as one
+    vmapped sweep into OUT/runs/gap-addition-98[_seeds=A-B] (reused when done), then the records of every such
+    sweep in OUT/runs, sorted by seed, kept in OUT/batches98.json (which --gap reads when the runs are gone)."""
+    base = configs(True, None)["addition"] if smoke else get_preset("addition-98")
+    base = replace(base, train=replace(base.train, last_batch="keep"))  # smoke: the tiny recipe, remainder kept
+    recipe_sweep(out / "runs" / "gap-addition-98", base, n, {}, first_seed)
+    runs = {}
+    for d in sorted((out / "runs").glob("gap-addition-98*")):
+        if (d / "sweep.json").is_file():
+            for m in json.loads((d / "sweep.json").read_text())["members"]:
+                runs.setdefault(m["seed"], seed_record(member_dir(d, m["member"]), m["seed"]))
+    records = [runs[seed] for seed in sorted(runs)]
+    (out / "batches98.json").write_text(json.dumps(to_jsonable(records), indent=1))
+    return records
+
+
 def gap_samples(out: Path) -> list[dict]:
     """Every addition sample the committed JSONs hold: loop, weight decay, batches an epoch, runs, source file."""
     samples = []
@@ -624,6 +646,9 @@ def gap_samples(out: Path) -> list[dict]:
             samples.append(dict(key="PyTorch" + tag, wd=wd, batches=97 if drop else 98, source=f.name,
                                 loop="PyTorch, the book's loop" + (", last batch dropped" if drop else ""),
                                 runs=[r | {"loss_floor": data["loss_floor"]} for r in data["runs"]]))
+    if (out / "batches98.json").is_file():
+        samples.append(dict(key="miiii 98", loop="miiii, vmapped sweep members", wd=0.01, batches=98,
+                            runs=json.loads((out / "batches98.json").read_text()), source="batches98.json"))
     if unstated.get("wd=0.1 clip=1"):
         samples.append(dict(key="miiii wd=0.1", loop="miiii, vmapped sweep members", wd=0.1, batches=97,
                             runs=unstated["wd=0.1 clip=1"], source="unstated.json"))
@@ -636,6 +661,9 @@ GAP_COMPARISONS = (  # (question, sample a, sample b)
      "PyTorch", "PyTorch_drop_last"),
     ("with 97 batches an epoch in both, does this project's loop differ from the book's?", "miiii",
      "PyTorch_drop_last"),
+    ("does this project's loop change when it keeps the last, partial batch (97 -> 98 batches an epoch)?",
+     "miiii", "miiii 98"),
+    ("with 98 batches an epoch in both, does this project's loop differ from the book's?", "miiii 98", "PyTorch"),
     ("at weight decay 0.1, does this project's loop differ from the book's?", "miiii wd=0.1", "PyTorch_wd=0.1"),
 )
 
@@ -660,8 +688,7 @@ def fig_gap(samples: list[dict], budget: int, out: Path) -> None:
         never = len(jumps) - len(hit)
         ax.scatter(budget + 3 + 2.5 * np.arange(never), [row] * never, marker="x", s=36, color="tab:red", zorder=3)
     ax.axvline(budget + 0.5, color="0.5", lw=1, ls="--")
-    ax.set_yticks(range(len(samples)), [f"{s['loop']}, wd {s['wd']:g}, {s['batches']} batches" for s in samples],
-                  fontsize=8)
+    ax.set_yticks(range(len(samples)), [_label(s) for s in samples], fontsize=8)
     ax.set(xlabel=f"jump epoch (first ≥ 99 % held-out exact match); ×: never within {budget}",
            xlim=(0, budget + 30), title="addition: the jump epoch of every seed, by training loop")
     ax.invert_yaxis()
@@ -669,6 +696,10 @@ def fig_gap(samples: list[dict], budget: int, out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "gap_addition.png", dpi=110)
     plt.close(fig)
+
+
+def _label(smp: dict) -> str:
+    return f"{smp['loop']}, wd {smp['wd']:g}, {smp['batches']} batches"
 
 
 def gap_md(samples: list[dict], budget: int, provenance: dict | None = None) -> tuple[str, list[dict]]:
@@ -703,8 +734,8 @@ def gap_md(samples: list[dict], budget: int, provenance: dict | None = None) -> 
             continue
         c = compare(by_key[ka]["runs"], by_key[kb]["runs"], budget)
         results.append(dict(question=question, a=ka, b=kb) | {k: c[k] for k in ("p_grokked", "p_jump", "differ")})
-        lines.append(f"| {question} | {by_key[ka]['loop']}, wd {by_key[ka]['wd']:g} | {by_key[kb]['loop']}, wd "
-                     f"{by_key[kb]['wd']:g} | {c['a']['grokked']}/{c['a']['n']} vs {c['b']['grokked']}/{c['b']['n']}"
+        lines.append(f"| {question} | {_label(by_key[ka])} | {_label(by_key[kb])} | "
+                     f"{c['a']['grokked']}/{c['a']['n']} vs {c['b']['grokked']}/{c['b']['n']}"
                      f" | {c['p_grokked']:.3f} | {c['a']['jump_median']:.0f} vs {c['b']['jump_median']:.0f} | "
                      f"{c['p_jump']:.3f} | **{'differ' if c['differ'] else 'no difference detected'}** |")
     solo, swept = by_key.get("miiii solo"), by_key.get("miiii swept")
@@ -721,7 +752,10 @@ def gap_md(samples: list[dict], budget: int, provenance: dict | None = None) -> 
     return "\n".join(lines), results
 
 
-def gap_study(out: Path) -> str:
+def gap_study(out: Path, n: int = 0, smoke: bool = False, first_seed: int = 0) -> str:
+    """The gap table over every sample OUT holds, after training this project's 98-batch sweep when n > 0."""
+    if n:
+        batches98_runs(out, n, smoke, first_seed)
     samples = gap_samples(out)
     if not samples:
         raise ConfigError(f"{out} holds none of seeds.json, unstated.json, torch_book_addition*.json: run "
@@ -747,10 +781,10 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny runs, CPU minutes")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default results/book[-smoke])")
     ap.add_argument("--ablation-epochs", type=int, default=None, help="train the ablations this many epochs")
-    ap.add_argument("--seeds", type=int, default=1,
+    ap.add_argument("--seeds", type=int, default=None,
                     help="also train addition and reversal over seeds 0 .. N-1 and write seeds.md (the jump-epoch "
                          "distribution, beside the book's loop in PyTorch when OUT/torch_book_*.json exist or "
-                         "--torch runs it)")
+                         "--torch runs it; default 1); with --unstated or --gap: the sweep's seeds")
     ap.add_argument("--only-seeds", action="store_true", help="the seed study alone (no ablations, no figures)")
     ap.add_argument("--unstated", nargs="+", action="append", metavar="KEY=V1,V2", default=None,
                     help="the settings the book does not state: train addition over --seeds x this grid of weight "
@@ -759,23 +793,27 @@ def main(argv=None) -> int:
                          "over every sweep in OUT/runs/unstated-*; repeat the option for separate sweeps; nothing "
                          "else runs")
     ap.add_argument("--first-seed", type=int, default=0,
-                    help="with --unstated: train seeds FIRST .. FIRST + N - 1 (more seeds for a setting already swept)")
+                    help="with --unstated or --gap: train seeds FIRST .. FIRST + N - 1 (more seeds for a sweep done)")
     ap.add_argument("--gap", action="store_true",
-                    help="write gap.md, gap.json and gap_addition.png from OUT's seeds.json, unstated.json and "
-                         "torch_book_addition*.json: where this project's loop and the book's (in PyTorch, as "
-                         "written and in variants) part, with exact tests; trains nothing")
+                    help="write gap.md, gap.json and gap_addition.png from OUT's seeds.json, unstated.json, "
+                         "batches98.json and torch_book_addition*.json: where this project's loop and the book's (in "
+                         "PyTorch, as written and in variants) part, with exact tests; with --seeds N (and "
+                         "--first-seed) it first trains preset addition-98 (the DataLoader's 98 batches an epoch) "
+                         "over those seeds as one vmapped sweep into OUT/runs/gap-addition-98 (reused when done)")
     ap.add_argument("--torch", action="store_true",
                     help="run experiments/torch_book.py (addition and reversal) for the same seeds if its results "
                          "are missing (needs torch)")
     args = ap.parse_args(argv)
     setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
+    trained = args.seeds  # --gap trains only when --seeds is given
+    args.seeds = 1 if args.seeds is None else args.seeds
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
     out = args.out or Path("results") / ("book-smoke" if args.smoke else "book")
     out.mkdir(parents=True, exist_ok=True)
     if args.gap:
         try:
-            print(gap_study(out))
+            print(gap_study(out, trained or 0, args.smoke, args.first_seed))
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -34,7 +34,7 @@ def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
 
 def epoch_length(cfg) -> int:
     """Steps in one epoch of a sequence-task config: `train.steps_per_epoch` on its training set."""
-    return steps_per_epoch(cfg.train.batch_size, cfg.task.n_train)
+    return steps_per_epoch(cfg.train.batch_size, cfg.task.n_train, cfg.train.last_batch == "keep")
 
 
 class Evaluator:

@@ -132,6 +132,9 @@ class TrainConfig:
     eval_every: int = 1  # validation metrics every k steps (NaN in between)
     chunk: int = 500  # steps per jitted lax.scan call; the progress bar moves once a chunk
     seed: int = 0  # parameter init, dropout and minibatch order
+    # the n_train % batch_size samples an epoch's full batches leave: drop = they wait for a later epoch (97 batches
+    # of 512 on the book's 50,000 pairs); keep = one last, smaller batch, as PyTorch's DataLoader (98 batches)
+    last_batch: str = "drop"
     # float32 matmul precision inside every jitted function: highest = true float32 (the paper and book presets);
     # high = TF32 / 3-pass bf16, default = the backend's fastest (TF32 on recent NVIDIA GPUs, bf16 on TPUs).
     # CPUs compute float32 whatever is asked, so this changes nothing there.
@@ -463,6 +466,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"optim.ema_init = '{shown(o.ema_init)}': choose first or zeros")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
+    if tr.last_batch not in ("drop", "keep"):
+        raise ConfigError(f"train.last_batch = '{shown(tr.last_batch)}': choose drop or keep")
     if tr.precision not in PRECISIONS:
         raise ConfigError(f"train.precision = '{shown(tr.precision)}': choose {', '.join(PRECISIONS)}")
     if tr.steps < 1:

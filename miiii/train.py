@@ -31,7 +31,7 @@ class TrainState(NamedTuple):
     key: jax.Array  # root PRNG key of the run; per-step keys are folded from it
 
 
-def loss_and_metrics(logits, y, spec, buckets=None):
+def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
     """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)).
 
     All tasks of a bucket in one fused computation: classes >= n_classes[s] are masked, CE is taken per
@@ -39,7 +39,9 @@ def loss_and_metrics(logits, y, spec, buckets=None):
     `buckets` ((start, stop, width) slot ranges, static; default one range of width C): `logits` is either
     padded (b, S, C), of which each range reads its first `width` classes, or the model's tuple of
     per-bucket (b, n, width) arrays (`bucketed=True`), so no gradient flows through the padding.
+    `weight` (b,) 0/1: the means over samples count the rows of weight 1 only (a padded last batch).
     """
+    mean = (lambda v: v.mean(0)) if weight is None else (lambda v: weight @ v / weight.sum())  # noqa: E731
     if not isinstance(logits, tuple):  # padded (b, S, C): each bucket reads its slice
         buckets = buckets or ((0, logits.shape[1], logits.shape[2]),)
         logits = tuple(logits[:, s0:s1, :w] for s0, s1, w in buckets)
@@ -56,17 +58,20 @@ def loss_and_metrics(logits, y, spec, buckets=None):
         # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it
         tie_before = ((shifted == 0) & (classes < yb[..., None])).any(-1)
         wrong.append(((shifted_y < 0) | tie_before).astype(jnp.float32))
-    ce_slot = jnp.concatenate(ce, axis=1).mean(0)  # (S,)
+    ce_slot = mean(jnp.concatenate(ce, axis=1))  # (S,)
     loss = ce_slot @ spec["loss_weight"]
     task_loss = spec["group_loss"] @ ce_slot  # (K,)
     wrong = jnp.concatenate(wrong, axis=1)  # (b, S)
-    task_acc = ((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).mean(0)  # (K,)
+    task_acc = mean(((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32))  # (K,)
     return loss, task_loss, task_acc
 
 
-def steps_per_epoch(batch_size: int, n_train: int) -> int:
-    """Minibatches per epoch: n_train // batch full batches (the remainder waits for a later epoch); 1 at full batch."""
-    return max(n_train // batch_size, 1) if 0 < batch_size < n_train else 1
+def steps_per_epoch(batch_size: int, n_train: int, keep_last: bool = False) -> int:
+    """Minibatches per epoch: n_train // batch full batches (the remainder waits for a later epoch), one more for
+    the remainder with `keep_last` (train.last_batch = keep); 1 at full batch."""
+    if not 0 < batch_size < n_train:
+        return 1
+    return -(-n_train // batch_size) if keep_last else max(n_train // batch_size, 1)
 
 
 def epoch_order(key, epoch, n_train: int):
@@ -137,7 +142,9 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
     tx = make_optimizer(cfg.optim, cfg.train.steps)
     n_train = len(task.train.x)
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
-    per_epoch = steps_per_epoch(batch, n_train)
+    keep_last = cfg.train.last_batch == "keep"
+    per_epoch = steps_per_epoch(batch, n_train, keep_last)
+    pad = per_epoch * batch - n_train if batch and keep_last else 0  # the last batch's empty rows (weight 0)
     eval_every = cfg.train.eval_every
 
     def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):
@@ -160,10 +167,13 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
             order = jax.lax.cond(
                 t % per_epoch == 0, lambda: epoch_order(state.key, t // per_epoch, n_train), lambda: order
             )  # the same indices as batch_indices(key, t, ...), without a permutation per step
-            idx = jax.lax.dynamic_slice(order, ((t % per_epoch) * batch,), (batch,))
+            start = ((t % per_epoch) * batch,)
+            idx = jax.lax.dynamic_slice(jnp.pad(order, (0, pad)), start, (batch,))
             x, y = data["train_x"][idx], data["train_y"][idx]
+            weight = jax.lax.dynamic_slice((jnp.arange(n_train + pad) < n_train).astype(jnp.float32), start,
+                                           (batch,)) if pad else None
         else:
-            x, y = data["train_x"], data["train_y"]
+            x, y, weight = data["train_x"], data["train_y"], None
         dropout_key = jax.random.fold_in(jax.random.fold_in(state.key, 1), t)
         # a sweep passes its hyper-parameters (config.SWEEPABLE) as data by section: traced, one value per member
         hp = data.get("hp", {})
@@ -172,7 +182,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         def loss_fn(params):
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets, weight)
             return loss, (task_loss, task_acc)
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)

@@ -134,6 +134,22 @@ def test_addition_wd01_is_the_book_recipe_at_weight_decay_0_1():
     assert a == b  # the model, data, schedule, clipping, budget and recording are the addition preset's
 
 
+def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_epochs():
+    import pytest
+
+    from miiii.bookeval import epoch_length
+    from miiii.config import ConfigError, validate
+
+    a, b = (get_preset(n) for n in ("addition", "addition-98"))
+    assert (epoch_length(a), epoch_length(b)) == (97, 98) and b.train.steps == 150 * epoch_length(b)
+    da, db = a.to_dict(), b.to_dict()
+    changed = {k for k in da["train"] if da["train"][k] != db["train"][k]}
+    assert changed == {"steps", "eval_every", "chunk", "last_batch"} and db["train"]["eval_every"] == 98
+    assert {k: v for k, v in da.items() if k != "train"} == {k: v for k, v in db.items() if k != "train"}
+    with pytest.raises(ConfigError, match="last_batch"):
+        validate(apply_overrides(a, ["last_batch=partial"]))
+
+
 def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None):
     """seeds.json / unstated.json / torch_book_addition*.json as the studies write them (only what --gap reads)."""
     runs = [_run(s, j, 1.0 if j else 0.1) for s, j in enumerate(miiii_jumps)]

@@ -162,3 +162,45 @@ def test_vmap_over_seeds_matches_single_runs():
     for seed in range(2):
         _, single = run(trainer, data, seed, [6])
         np.testing.assert_allclose(np.asarray(m["loss"][seed]), single["loss"], rtol=1e-5)
+
+
+def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
+    """train.last_batch=keep (PyTorch's DataLoader): 70 samples in batches of 16 are 5 steps an epoch, the fifth of
+    the permutation's last 6 samples, its loss their mean alone; the sixth step starts the next epoch's order."""
+    from miiii.train import epoch_order, steps_per_epoch
+
+    assert (steps_per_epoch(16, 70), steps_per_epoch(16, 70, True), steps_per_epoch(16, 64, True)) == (4, 5, 4)
+    cfg, task, trainer, data = setup("reversal-tiny", "n_train=70", "n_valid=8", "batch_size=16", "steps=6",
+                                     "last_batch=keep")
+    state, _ = trainer.chunk(trainer.init(0), data, 4)
+    key, seen = jax.random.key(0), []
+    for t, rows in ((4, np.asarray(epoch_order(key, 0, 70))[64:]), (5, np.asarray(epoch_order(key, 1, 70))[:16])):
+        assert int(state.step) == t
+        params = jax.tree.map(jnp.copy, state.params)  # the chunk donates the state it is given
+        state, m = trainer.chunk(state, data, 1)
+        logits, _ = trainer.model.apply({"params": params}, jnp.asarray(task.train.x[rows]))
+        loss, _, acc = loss_and_metrics(logits, jnp.asarray(task.train.y[rows]), data["spec"])
+        np.testing.assert_allclose(float(m["loss"][0]), float(loss), rtol=1e-5)
+        np.testing.assert_allclose(m["train_acc"][0], np.asarray(acc), rtol=1e-6)
+        seen.append(len(rows))
+    assert seen == [6, 16] and int(state.step) == 6
+
+
+def test_loss_weights_count_the_weighted_rows_only():
+    """A batch padded with rows of weight 0 has the loss, gradient and accuracy of the unpadded batch."""
+    cfg, task, trainer, data = setup("reversal-tiny", "n_train=64", "n_valid=8", "batch_size=16")
+    params = trainer.init(0).params
+    x, y = jnp.asarray(task.train.x[:10]), jnp.asarray(task.train.y[:10])
+    xp, yp = jnp.concatenate([x, x[:6] * 0 + 3]), jnp.concatenate([y, y[:6] * 0])  # 6 rows of garbage
+    w = (jnp.arange(16) < 10).astype(jnp.float32)
+
+    def loss(p, x, y, w=None):
+        return loss_and_metrics(trainer.model.apply({"params": p}, x)[0], y, data["spec"], weight=w)
+
+    (l0, _, a0), (l1, _, a1) = loss(params, x, y), loss(params, xp, yp, w)
+    np.testing.assert_allclose(float(l1), float(l0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(a1), np.asarray(a0), rtol=1e-6)
+    g0, g1 = (jax.grad(lambda p, *a: loss(p, *a)[0])(params, *args) for args in ((x, y), (xp, yp, w)))
+    for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-7)
+    assert float(loss(params, xp, yp)[0]) != pytest.approx(float(l0))  # unweighted, the garbage rows count
