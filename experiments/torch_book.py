@@ -135,17 +135,22 @@ def variant(weight_decay: float, drop_last: bool) -> str:
 
 
 def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
-    """The file's runs with `runs` added: the seeds extend those of an earlier call with the same settings."""
+    """The file's runs with `runs` added: the seeds extend those of an earlier call of the same loop (settings and
+    epochs); each run keeps the torch version and threads it ran with."""
     if not out.is_file():
         return settings | dict(runs=runs)
     old = json.loads(out.read_text())
     theirs = {k: old.get(k, dict(weight_decay=0.01, drop_last=False).get(k)) for k in ("weight_decay", "drop_last")}
     if theirs != {k: settings[k] for k in theirs}:
-        raise SystemExit(f"error: {out} holds runs with {theirs}, not {settings}")
+        raise ValueError(f"{out} holds runs with {theirs}, not {settings}")
+    epochs = {r["epochs"] for r in old["runs"]} | {r["epochs"] for r in runs if "epochs" in r}
+    if len(epochs) > 1:
+        raise ValueError(f"{out} holds runs of {sorted(epochs)[0]} epochs: add seeds with the same --epochs")
     seeds = {r["seed"] for r in old["runs"]}
     if seeds & {r["seed"] for r in runs}:
-        raise SystemExit(f"error: {out} already holds seeds {sorted(seeds)}: start after them with --first-seed")
-    return old | settings | dict(runs=sorted(old["runs"] + runs, key=lambda r: r["seed"]))
+        raise ValueError(f"{out} already holds seeds {sorted(seeds)}: start after them with --first-seed")
+    kept = [dict(torch=old.get("torch"), threads=old.get("threads")) | r for r in old["runs"]]  # older files
+    return old | settings | dict(runs=sorted(kept + runs, key=lambda r: r["seed"]))
 
 
 def main(argv=None) -> int:
@@ -167,15 +172,21 @@ def main(argv=None) -> int:
         ap.error("--first-seed and --weight-decay must not be negative")
     out = args.out / f"torch_book_{args.task}{variant(args.weight_decay, args.drop_last)}.json"
     settings = dict(weight_decay=args.weight_decay, drop_last=args.drop_last)
-    merged(out, settings, [dict(seed=s) for s in range(args.first_seed, args.first_seed + args.seeds)])  # refuse now
+    epochs = args.epochs or (150 if args.task == "addition" else 80)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    try:  # refuse before training what could not be added
+        merged(out, settings, [dict(seed=s, epochs=epochs) for s in seeds])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = get_preset(args.task)
     task = make_task(cfg.task)
-    epochs = args.epochs or (150 if args.task == "addition" else 80)
     runs = []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
-        r = train_seed(task, seed, epochs, max_seq_len=cfg.model.n_ctx or task.n_ctx, **settings)
+    for seed in seeds:
+        r = train_seed(task, seed, epochs, max_seq_len=cfg.model.n_ctx or task.n_ctx, **settings) | dict(
+            torch=torch.__version__, threads=torch.get_num_threads())
         runs.append(r)
         print(f"seed {seed}: jump {r['jump_epoch']}, final loss {r['final_epoch_loss']:.4f}, autoregressive "
               f"{r['valid_autoregressive_acc']:.2%}, {r['wall_s']:.0f} s", flush=True)

@@ -329,7 +329,8 @@ def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
 def rank_sum_p(a, b, max_exact: int = 200_000, seed: int = 0) -> float:
     """Two-sided exact permutation p of the rank-sum (Mann-Whitney) statistic of samples a and b, ties at their
     mean rank: the share of all splits of the pooled values into groups of len(a) and len(b) whose rank sum lies
-    at least as far from its mean as the observed one (a random max_exact of them when there are more)."""
+    at least as far from its mean as the observed one (when there are more than max_exact splits: max_exact random
+    ones and the observed, as `permutation_p`, so p >= 1 / (max_exact + 1))."""
     from itertools import combinations
     from math import comb
 
@@ -337,14 +338,14 @@ def rank_sum_p(a, b, max_exact: int = 200_000, seed: int = 0) -> float:
     n, m = len(r), len(a)
     if m == 0 or m == n:
         return 1.0
+    centre = m * (n + 1) / 2  # the mean rank sum (ranks from 1; _ranks counts from 0, so shift)
+    obs = abs(r[:m].sum() + m - centre)
     if comb(n, m) <= max_exact:
         sums = np.array([r[list(c)].sum() for c in combinations(range(n), m)])
-    else:
-        rng = np.random.default_rng(seed)
-        sums = np.array([r[rng.permutation(n)[:m]].sum() for _ in range(max_exact)])
-    centre = m * (n + 1) / 2  # the mean rank sum (ranks from 1; _ranks counts from 0, so shift)
-    dev = np.abs(sums + m - centre)
-    return float((dev >= abs(r[:m].sum() + m - centre) - 1e-9).mean())
+        return float((np.abs(sums + m - centre) >= obs - 1e-9).mean())
+    rng = np.random.default_rng(seed)
+    sums = np.array([r[rng.permutation(n)[:m]].sum() for _ in range(max_exact)])
+    return float((1 + (np.abs(sums + m - centre) >= obs - 1e-9).sum()) / (max_exact + 1))
 
 
 def original_neuron_spectrum(neurons: np.ndarray, p: int) -> np.ndarray:

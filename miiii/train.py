@@ -41,7 +41,9 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
     per-bucket (b, n, width) arrays (`bucketed=True`), so no gradient flows through the padding.
     `weight` (b,) 0/1: the means over samples count the rows of weight 1 only (a padded last batch).
     """
-    mean = (lambda v: v.mean(0)) if weight is None else (lambda v: weight @ v / weight.sum())  # noqa: E731
+    # weighted: elementwise, not a matmul (which would follow train.precision: TF32 on a GPU at `default`)
+    mean = (lambda v: v.mean(0)) if weight is None else (  # noqa: E731
+        lambda v: (weight[:, None] * v).sum(0) / weight.sum())
     if not isinstance(logits, tuple):  # padded (b, S, C): each bucket reads its slice
         buckets = buckets or ((0, logits.shape[1], logits.shape[2]),)
         logits = tuple(logits[:, s0:s1, :w] for s0, s1, w in buckets)
@@ -79,11 +81,23 @@ def epoch_order(key, epoch, n_train: int):
     return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
 
 
-def batch_indices(key, step, n_train: int, batch: int):
-    """Minibatch of `step`: epochs of n_train // batch full batches, each epoch a fresh permutation."""
-    per_epoch = steps_per_epoch(batch, n_train)
-    order = epoch_order(key, step // per_epoch, n_train)
-    return jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
+def epoch_batch(order, i, batch: int, keep_last: bool = False):
+    """Batch i of an epoch's `order` (n_train,) -> (indices (batch,), weight (batch,) 0/1 or None). With
+    `keep_last` the last batch holds the n_train % batch remaining samples, padded with index 0 at weight 0."""
+    n_train = order.shape[0]
+    pad = -n_train % batch if keep_last else 0
+    start = (i * batch,)
+    idx = jax.lax.dynamic_slice(jnp.pad(order, (0, pad)) if pad else order, start, (batch,))
+    if not pad:
+        return idx, None
+    return idx, jax.lax.dynamic_slice((jnp.arange(n_train + pad) < n_train).astype(jnp.float32), start, (batch,))
+
+
+def batch_indices(key, step, n_train: int, batch: int, keep_last: bool = False):
+    """Minibatch of `step` -> (indices, weight or None): epochs of steps_per_epoch batches, each epoch a fresh
+    permutation (the trainer's order, which it computes once an epoch)."""
+    per_epoch = steps_per_epoch(batch, n_train, keep_last)
+    return epoch_batch(epoch_order(key, step // per_epoch, n_train), step % per_epoch, batch, keep_last)
 
 
 class Trainer(NamedTuple):
@@ -144,7 +158,6 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
     keep_last = cfg.train.last_batch == "keep"
     per_epoch = steps_per_epoch(batch, n_train, keep_last)
-    pad = per_epoch * batch - n_train if batch and keep_last else 0  # the last batch's empty rows (weight 0)
     eval_every = cfg.train.eval_every
 
     def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):
@@ -166,12 +179,9 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         if batch:  # minibatches without replacement; the order is redrawn at each epoch boundary
             order = jax.lax.cond(
                 t % per_epoch == 0, lambda: epoch_order(state.key, t // per_epoch, n_train), lambda: order
-            )  # the same indices as batch_indices(key, t, ...), without a permutation per step
-            start = ((t % per_epoch) * batch,)
-            idx = jax.lax.dynamic_slice(jnp.pad(order, (0, pad)), start, (batch,))
+            )  # batch_indices(key, t, ...), without a permutation per step
+            idx, weight = epoch_batch(order, t % per_epoch, batch, keep_last)
             x, y = data["train_x"][idx], data["train_y"][idx]
-            weight = jax.lax.dynamic_slice((jnp.arange(n_train + pad) < n_train).astype(jnp.float32), start,
-                                           (batch,)) if pad else None
         else:
             x, y, weight = data["train_x"], data["train_y"], None
         dropout_key = jax.random.fold_in(jax.random.fold_in(state.key, 1), t)

@@ -150,17 +150,23 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
         validate(apply_overrides(a, ["last_batch=partial"]))
 
 
-def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None):
-    """seeds.json / unstated.json / torch_book_addition*.json as the studies write them (only what --gap reads)."""
-    runs = [_run(s, j, 1.0 if j else 0.1) for s, j in enumerate(miiii_jumps)]
-    (out / "seeds.json").write_text(json.dumps(dict(jax=dict(addition=runs[:5]), torch={})))
-    (out / "unstated.json").write_text(json.dumps({"wd=0.01 clip=1": [r | {"seed": i} for i, r in
-                                                                       enumerate(runs[5:])]}))
-    for tag, jumps in (("", torch_jumps), ("_drop_last", drop_last_jumps)):
+def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_jumps=None):
+    """seeds.json / unstated.json / batches98.json / torch_book_addition*.json as the studies write them (what
+    --gap reads): miiii_jumps are 5 solo seeds, then 3 sweep members of seeds 0-2."""
+    def runs(jumps, batches):
+        return [_run(s, j, 1.0 if j else 0.1) | dict(epochs=150, batches_per_epoch=batches)
+                for s, j in enumerate(jumps)]
+
+    mj = runs(miiii_jumps, 97)
+    (out / "seeds.json").write_text(json.dumps(dict(jax=dict(addition=mj[:5]), torch={})))
+    (out / "unstated.json").write_text(json.dumps({"wd=0.01 clip=1": [r | {"seed": i} for i, r in enumerate(mj[5:])]}))
+    if b98_jumps is not None:
+        prov = dict(commit="f" * 40, device="cpu (cpu)", jax="0.x", precision="highest", sweeps="gap-addition-98 (8)")
+        (out / "batches98.json").write_text(json.dumps(dict(provenance=prov, runs=runs(b98_jumps, 98))))
+    for tag, jumps, batches in (("", torch_jumps, 98), ("_drop_last", drop_last_jumps, 97)):
         if jumps is not None:
             (out / f"torch_book_addition{tag}.json").write_text(json.dumps(dict(
-                task="addition", torch="2.x", threads=1, loss_floor=0.9594,
-                runs=[_run(s, j, 1.0 if j else 0.1) for s, j in enumerate(jumps)])))
+                task="addition", torch="2.x", threads=1, loss_floor=0.9594, runs=runs(jumps, batches))))
 
 
 def _gap_verdicts(text: str) -> dict[str, str]:
@@ -173,21 +179,54 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
     for d in (apart, alike):
         d.mkdir()
     never = [None] * 8
-    _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never)
+    _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never, b98_jumps=never)
     _write_gap_inputs(alike, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51, None, 40, 33],
-                      drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33])
+                      drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33], b98_jumps=[40, None, 20, 70, 33, 90, 60, 12])
     v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
-    q_loops, q_batch = book.GAP_COMPARISONS[0][0], book.GAP_COMPARISONS[1][0]
-    assert v_apart[q_loops] == "differ" and v_apart[q_batch] == "differ"  # 0/8 vs 8/8: Fisher p = 0.00016
-    assert v_alike[q_loops] == "no difference detected" and v_alike[q_batch] == "no difference detected"
+    questions = [q for q, _, _ in book.GAP_COMPARISONS]
+    assert [v_apart[q] for q in questions[:5]] == ["differ", "differ", "differ", "no difference detected", "differ"]
+    assert all(v_alike[q] == "no difference detected" for q in questions[:5])
     gap = json.loads((apart / "gap.json").read_text())
-    assert gap["comparisons"][0]["p_grokked"] < 0.001 and (apart / "gap_addition.png").stat().st_size > 10_000
+    assert gap["comparisons"][0]["p_grokked"] < 0.001  # 0/5 vs 8/8 seeds: Fisher p = 1/1287
+    assert (apart / "gap_addition.png").stat().st_size > 10_000
     text = (alike / "gap.md").read_text()
-    assert "| 0 | 30 | – |" in text  # seed 0 jumps solo at 30, never as a member: its outcome splits
+    assert "| 0 | 30, 100.0% | –, 10.0% |" in text  # seed 0 groks solo, not as a member: its outcome splits
+    assert "outcome (grokked or not) changes: 0, 1 of 3." in text  # seed 1: never solo, 50 as a member
+    assert "Not compared, for want of a sample: “at weight decay 0.1" in text  # no wd 0.1 samples written
     assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text)
+    assert "| batches98.json | recorded at ffffffffffff, cpu (cpu), jax 0.x, precision highest;" in text
 
 
-def test_gap_without_inputs_is_one_error_line(tmp_path, capsys):
+def test_gap_without_inputs_or_with_other_studies_is_one_error_line(tmp_path, capsys):
     assert book.main(["--gap", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and not list(tmp_path.iterdir())
+    import pytest
+
+    for args in (["--torch"], ["--only-seeds"], ["--first-seed", "3"]):  # --first-seed without --seeds
+        with pytest.raises(SystemExit) as e:
+            book.main(["--gap", "--out", str(tmp_path)] + args)
+        assert e.value.code == 2 and not list(tmp_path.iterdir())
+
+
+def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypatch):
+    """--gap --seeds N at smoke scale: the remainder is kept (one more batch an epoch than the smoke recipe's),
+    the sweep is reused on a second call, --first-seed adds a sweep whose seeds join the sample."""
+    smoke = book.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
+    monkeypatch.setattr(book, "configs", lambda *a: {k: apply_overrides(c, ["steps=40", "eval_every=20", "chunk=40"])
+                                                     for k, c in smoke(*a).items()})
+    _write_gap_inputs(tmp_path, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51])
+    assert book.main(["--smoke", "--gap", "--seeds", "1", "--out", str(tmp_path)]) == 0
+    sweep = tmp_path / "runs" / "gap-addition-98"
+    cfg = json.loads((sweep / "member_000" / "config.json").read_text())
+    assert cfg["train"]["last_batch"] == "keep"
+    b98 = json.loads((tmp_path / "batches98.json").read_text())
+    drop = book.epoch_length(smoke(True, None)["addition"])
+    assert [r["seed"] for r in b98["runs"]] == [0] and b98["runs"][0]["batches_per_epoch"] == drop + 1
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert book.main(["--smoke", "--gap", "--seeds", "1", "--out", str(tmp_path)]) == 0  # reused
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert book.main(["--smoke", "--gap", "--seeds", "1", "--first-seed", "1", "--out", str(tmp_path)]) == 0
+    assert [r["seed"] for r in json.loads((tmp_path / "batches98.json").read_text())["runs"]] == [0, 1]
+    q = book.GAP_COMPARISONS[4][0]  # 98 batches in both: this project's sweep against the PyTorch loop
+    assert q in _gap_verdicts((tmp_path / "gap.md").read_text())

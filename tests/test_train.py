@@ -123,7 +123,8 @@ def test_grad_norm_metric_is_the_raw_gradient_norm_per_matrix():
 def test_minibatch_epoch_visits_every_sample_once():
     """A fresh permutation each epoch: one epoch of steps sees each sample exactly once, epochs differ."""
     key = jax.random.key(7)
-    epochs = [np.concatenate([np.asarray(batch_indices(key, e * 4 + i, 64, 16)) for i in range(4)]) for e in range(2)]
+    epochs = [np.concatenate([np.asarray(batch_indices(key, e * 4 + i, 64, 16)[0]) for i in range(4)])
+              for e in range(2)]
     for e in epochs:
         np.testing.assert_array_equal(np.sort(e), np.arange(64))
     assert not np.array_equal(epochs[0], epochs[1])
@@ -138,7 +139,7 @@ def test_trainer_uses_the_documented_batch_order():
     state = trainer.init(0)
     params0 = jax.tree.map(jnp.copy, state.params)  # the chunk donates (deletes) the state it is given
     _, m = trainer.chunk(state, data, 1)
-    idx = np.asarray(batch_indices(jax.random.key(0), 0, 64, 16))
+    idx = np.asarray(batch_indices(jax.random.key(0), 0, 64, 16)[0])
     spec = data["spec"]
     logits, _ = trainer.model.apply({"params": params0}, jnp.asarray(task.train.x[idx]), train=True,
                                     rngs={"dropout": jax.random.key(0)})
@@ -174,6 +175,10 @@ def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
                                      "last_batch=keep")
     state, _ = trainer.chunk(trainer.init(0), data, 4)
     key, seen = jax.random.key(0), []
+    idx, w = batch_indices(key, 4, 70, 16, keep_last=True)  # the documented last batch: 6 samples, 10 of padding
+    np.testing.assert_array_equal(np.asarray(idx)[:6], np.asarray(epoch_order(key, 0, 70))[64:])
+    np.testing.assert_array_equal(np.asarray(w), np.r_[np.ones(6), np.zeros(10)])
+    assert batch_indices(key, 3, 70, 16, keep_last=True)[0].shape == (16,) and batch_indices(key, 3, 70, 16)[1] is None
     for t, rows in ((4, np.asarray(epoch_order(key, 0, 70))[64:]), (5, np.asarray(epoch_order(key, 1, 70))[:16])):
         assert int(state.step) == t
         params = jax.tree.map(jnp.copy, state.params)  # the chunk donates the state it is given
