@@ -4,6 +4,8 @@
     python experiments/book.py --seeds 5 --only-seeds [--torch]   (seeds.md: the jump over seeds, beside PyTorch)
     python experiments/book.py --unstated wd=0,0.01,0.1,1.0 --seeds 3   (unstated.md: the weight decay and
                                                                        clipping the book does not state)
+    python experiments/book.py --gap [--seeds 8]   (gap.md: where this project's loop and the book's part; with
+                                                    --seeds, first trains addition-98, the DataLoader's batches)
 
 Trains (or reuses, when OUT/runs/NAME/summary.json exists) five runs of the book's model with its
 recipe (AdamW lr 0.01, 200-step warm-up then cosine, clip 1.0, batch 512): addition (150 epochs),
