@@ -98,3 +98,18 @@ def test_book_unstated_bundle_has_a_verdict_per_setting_over_three_seeds_or_more
     share = {(r[0][2:], r[1]): int(r[3].split("/")[0]) / int(r[3].split("/")[1]) for r in rows}  # grokked, 7/8
     assert max(share, key=share.get) == ("0.1", "1")  # the preset addition-wd0.1's setting groks the most seeds
     assert "in most seeds: weight decay 0.1, clip 1" in text
+
+
+def test_book_gap_bundle_compares_the_loops_it_names_and_names_its_commit():
+    """results/book/gap.md backs the README's account of where this project's loop and the book's part."""
+    book = ROOT / "results" / "book"
+    text = (book / "gap.md").read_text()
+    assert_provenance(text, ("date", "seeds.json", "batches98.json", "torch_book_addition.json",
+                             "torch_book_addition_drop_last.json"))
+    rows = re.findall(r"^\| (.+?) \| .* \*\*(differ|no difference detected)\*\* \|$", text, re.M)
+    data = json.loads((book / "gap.json").read_text())
+    assert [q for q, _ in rows] == [c["question"] for c in data["comparisons"]] and len(rows) >= 5
+    assert all((v == "differ") == c["differ"] == (min(c["p_grokked"], c["p_jump"]) < 0.05)
+               for (_, v), c in zip(rows, data["comparisons"], strict=True))
+    sizes = {s["key"]: s["distribution"]["n"] for s in data["samples"]}
+    assert sizes["PyTorch"] >= 8 and sizes["miiii 98"] >= 8 and sizes["PyTorch_drop_last"] >= 5
