@@ -148,7 +148,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     "reversal": (_REVERSAL, "the book: reverse 5 digits, same model and recipe, 80 epochs"),
     # The book gives no weight decay (`addition` takes PyTorch's AdamW default, 0.01). Swept over seeds x 0, 0.01,
     # 0.1, 1 (experiments/book.py --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
-    # epochs (0.01: 0 of 3 in the sweep, 0 and 1: none), 6 of 8 after a plateau as the book's curve does.
+    # epochs (0.01: 5 of 8, 0 and 1: none), 6 of 8 after a plateau as the book's curve does.
     "addition-wd0.1": (set_fields(_ADDITION, optim=dict(weight_decay=0.1)),
                        "the book's addition at weight decay 0.1 (the book states none): 7 of 8 swept seeds grokked "
                        "within 150 epochs, the most of the settings tried"),
