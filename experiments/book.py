@@ -766,9 +766,10 @@ def gap_md(samples: list[dict], provenance: dict | None = None) -> tuple[str, li
     return "\n".join(lines), results
 
 
-def gap_provenance(out: Path, samples: list[dict]) -> dict:
-    """The report's commit and date, then where each input came from (its own provenance where it has one)."""
-    prov = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+def gap_provenance(out: Path, samples: list[dict], head: dict) -> dict:
+    """The report's commit and date (`head`), then where each input came from (its own provenance where it has
+    one)."""
+    prov = dict(head)
     for source in dict.fromkeys(s["source"] for s in samples):
         if source == "batches98.json":
             p = json.loads((out / source).read_text())["provenance"]
@@ -785,13 +786,14 @@ def gap_provenance(out: Path, samples: list[dict]) -> dict:
 
 def gap_study(out: Path, n: int = 0, smoke: bool = False, first_seed: int = 0) -> str:
     """The gap table over every sample OUT holds, after training this project's 98-batch sweep when n > 0."""
+    head = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}  # before batches98.json is rewritten
     if n:
         batches98_runs(out, n, smoke, first_seed)
     samples = gap_samples(out)
     if not samples:
         raise ConfigError(f"{out} holds none of seeds.json, unstated.json, batches98.json, torch_book_addition*.json: "
                           "run --seeds, --unstated, --gap --seeds N or experiments/torch_book.py first")
-    text, results = gap_md(samples, gap_provenance(out, samples))
+    text, results = gap_md(samples, gap_provenance(out, samples, head))
     fig_gap(samples, out)
     (out / "gap.json").write_text(json.dumps(to_jsonable(dict(comparisons=results, samples=[
         {k: v for k, v in smp.items() if k != "runs"} | dict(distribution=distribution(smp["runs"], smp["budget"]))
