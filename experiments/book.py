@@ -361,6 +361,16 @@ def _range(d: dict) -> str:
     return f"{d['jump_min']}–{d['jump_max']}" if d["jump_min"] is not None else "–"
 
 
+def _jumps(d: dict) -> str:
+    """Every seed's jump epoch as a table cell (– for a seed that never jumped)."""
+    return ", ".join(str(j or "–") for j in d["jumps"])
+
+
+def _loss(d: dict, floor: float) -> str:
+    """The final loss over seeds beside the task's floor, as a table cell."""
+    return f"{d['loss_mean']:.4f} ± {d['loss_std']:.4f} ({floor:.4f})"
+
+
 def agree(a: dict, b: dict) -> bool:
     """Two jump-epoch distributions agree: as many seeds (±1) grok, and the medians (a seed that never jumps
     counted just past the budget) lie within AGREE_EPOCHS epochs."""
@@ -408,9 +418,9 @@ def seeds_md(jax_runs: dict, torch_runs: dict, smoke: bool, provenance: dict | N
                 continue
             d = dists[label] = distribution(runs, budget)
             floor = runs[0]["loss_floor"]
-            lines.append(f"| {label} | {d['grokked']}/{d['n']} | {', '.join(str(j or '–') for j in d['jumps'])} | "
+            lines.append(f"| {label} | {d['grokked']}/{d['n']} | {_jumps(d)} | "
                          f"{d['jump_median']:.0f} | {_range(d)} | "
-                         f"{d['loss_mean']:.4f} ± {d['loss_std']:.4f} ({floor:.4f}) | "
+                         f"{_loss(d, floor)} | "
                          f"{', '.join(f'{a:.1%}' for a in d['autoregressive'])} | {', '.join(d['edge_cases'])} |")
             claim = ("150 epochs ensure grokking completes (ch. 4: “to ensure grokking completes”)" if name ==
                      "addition" else "reversal reaches 100 % by epoch 10 (ch. 6 prints 100.0 % at epoch 10)")
@@ -509,14 +519,27 @@ def finished_sweeps(out: Path, pattern: str = "unstated-*") -> dict[str, dict]:
             if (d / "sweep.json").is_file()}
 
 
+def sweep_records(out: Path, sweeps: dict[str, dict]) -> list[dict]:
+    """Every member of `sweeps` (`finished_sweeps`) evaluated like a seed of `seed_runs`, with its sweep's name."""
+    return [seed_record(member_dir(out / "runs" / name, m["member"]), m["seed"]) | dict(sweep=name)
+            for name, result in sweeps.items() for m in result["members"]]
+
+
+def sweeps_provenance(out: Path, sweeps: dict[str, dict]) -> dict:
+    """The code, machine and numerics behind a table of sweep members (the first member's summary), and each
+    sweep's seeds, size and wall time."""
+    s = load_run(member_dir(out / "runs" / next(iter(sweeps)), 0)).summary
+    return provenance(s, s.get("precision", "?")) | {"sweeps": "; ".join(
+        f"{name} (seeds {min(m['seed'] for m in r['members'])}–{max(m['seed'] for m in r['members'])}, "
+        f"{r['n_members']} members, {r['wall_s'] / 60:.1f} min)" for name, r in sweeps.items())}
+
+
 def unstated_groups(out: Path, sweeps: dict[str, dict]) -> dict[tuple, list[dict]]:
-    """The members of `sweeps` (`finished_sweeps`), evaluated like a seed of `seed_runs`, by (weight decay, clip
-    norm), sorted by seed; a setting and seed in two sweeps counts once (the first sweep by name)."""
+    """The members of `sweeps` by (weight decay, clip norm), sorted by seed; a setting and seed in two sweeps counts
+    once (the first sweep by name)."""
     groups: dict[tuple, dict[int, dict]] = {}
-    for name, result in sweeps.items():
-        for m in result["members"]:
-            r = seed_record(member_dir(out / "runs" / name, m["member"]), m["seed"]) | dict(sweep=name)
-            groups.setdefault((r["weight_decay"], r["clip_norm"]), {}).setdefault(r["seed"], r)
+    for r in sweep_records(out, sweeps):
+        groups.setdefault((r["weight_decay"], r["clip_norm"]), {}).setdefault(r["seed"], r)
     return {k: [v[seed] for seed in sorted(v)] for k, v in sorted(groups.items())}
 
 
@@ -557,9 +580,9 @@ def unstated_md(groups: dict, provenance: dict | None = None) -> str:
         d = distribution(runs, budget)
         curves[wd, clip] = sum(book_curve(r) for r in runs)
         cells = [f"{wd:g}", f"{clip:g}", ", ".join(str(r["seed"]) for r in runs), f"{d['grokked']}/{d['n']}",
-                 ", ".join(str(j or "–") for j in d["jumps"]), f"{d['jump_median']:.0f}", _range(d),
+                 _jumps(d), f"{d['jump_median']:.0f}", _range(d),
                  f"{curves[wd, clip]}/{d['n']}",
-                 f"{d['loss_mean']:.4f} ± {d['loss_std']:.4f} ({runs[0]['loss_floor']:.4f})",
+                 _loss(d, runs[0]["loss_floor"]),
                  ", ".join(f"{a:.1%}" for a in d["autoregressive"]), ", ".join(d["edge_cases"])]
         lines.append("| " + " | ".join(cells) + " |")
         verdicts.append((f"weight decay {wd:g}, clip {clip:g}", d["grokked"] == d["n"], f"{d['grokked']}/{d['n']}"))
@@ -587,10 +610,7 @@ def unstated_study(out: Path, n: int, grids: list[dict], smoke: bool, first_seed
         unstated_sweep(out, n, grid, smoke, first_seed)
     sweeps = finished_sweeps(out)
     groups = unstated_groups(out, sweeps)
-    s = load_run(member_dir(out / "runs" / next(iter(sweeps)), 0)).summary
-    prov = provenance(s, s.get("precision", "?")) | {"sweeps": "; ".join(
-        f"{name} (seeds {min(m['seed'] for m in r['members'])}–{max(m['seed'] for m in r['members'])}, "
-        f"{r['n_members']} members, {r['wall_s'] / 60:.1f} min)" for name, r in sweeps.items())}
+    prov = sweeps_provenance(out, sweeps)
     fig_unstated(groups, out)
     (out / "unstated.json").write_text(json.dumps(to_jsonable({f"wd={k[0]:g} clip={k[1]:g}": v
                                                               for k, v in groups.items()}), indent=1))
@@ -624,15 +644,12 @@ def batches98_runs(out: Path, n: int, smoke: bool, first_seed: int = 0) -> list[
     base = configs(True, None)["addition"] if smoke else get_preset("addition-98")
     base = replace(base, train=replace(base.train, last_batch="keep"))  # smoke: the tiny recipe, remainder kept
     recipe_sweep(out / "runs" / "gap-addition-98", base, n, {}, first_seed)
-    runs, sweeps = {}, finished_sweeps(out, "gap-addition-98*")
-    for name, result in sweeps.items():
-        for m in result["members"]:
-            runs.setdefault(m["seed"], seed_record(member_dir(out / "runs" / name, m["member"]), m["seed"]))
+    sweeps, runs = finished_sweeps(out, "gap-addition-98*"), {}
+    for r in sweep_records(out, sweeps):
+        runs.setdefault(r["seed"], r)  # a seed in two sweeps: the first by name
     records = [runs[seed] for seed in sorted(runs)]
-    summary = load_run(member_dir(out / "runs" / next(iter(sweeps)), 0)).summary
-    prov = provenance(summary, summary.get("precision", "?")) | {"sweeps": "; ".join(
-        f"{name} ({r['n_members']} members, {r['wall_s'] / 60:.1f} min)" for name, r in sweeps.items())}
-    (out / "batches98.json").write_text(json.dumps(to_jsonable(dict(provenance=prov, runs=records)), indent=1))
+    (out / "batches98.json").write_text(json.dumps(to_jsonable(dict(provenance=sweeps_provenance(out, sweeps),
+                                                                    runs=records)), indent=1))
     return records
 
 
@@ -730,8 +747,7 @@ def gap_md(samples: list[dict], provenance: dict | None = None) -> tuple[str, li
         d = distribution(smp["runs"], smp["budget"])
         lines.append(f"| {smp['loop']} | {smp['wd']:g} | {smp['batches']} | "
                      f"{', '.join(str(r['seed']) for r in smp['runs'])} | {d['grokked']}/{d['n']} | "
-                     f"{', '.join(str(j or '–') for j in d['jumps'])} | {d['jump_median']:.0f} | "
-                     f"{d['loss_mean']:.4f} ± {d['loss_std']:.4f} ({smp['runs'][0]['loss_floor']:.4f}) | "
+                     f"{_jumps(d)} | {d['jump_median']:.0f} | {_loss(d, smp['runs'][0]['loss_floor'])} | "
                      f"`{smp['source']}` |")
     lines += ["", "## Comparisons", "", "| question | a | b | grokked a vs b | Fisher p | median jump a vs b | "
               "rank-sum p | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]

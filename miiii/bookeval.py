@@ -18,7 +18,7 @@ from miiii.config import ConfigError
 from miiii.model import build_model, count_params
 from miiii.rundir import load_run, write_book_report
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
-from miiii.train import greedy_decode, steps_per_epoch
+from miiii.train import config_steps_per_epoch, greedy_decode
 
 BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
 JUMP_THRESHOLDS = (0.5, 0.99)
@@ -34,7 +34,7 @@ def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
 
 def epoch_length(cfg) -> int:
     """Steps in one epoch of a sequence-task config: `train.steps_per_epoch` on its training set."""
-    return steps_per_epoch(cfg.train.batch_size, cfg.task.n_train, cfg.train.last_batch == "keep")
+    return config_steps_per_epoch(cfg.train, cfg.task.n_train)
 
 
 class Evaluator:

@@ -56,11 +56,11 @@ from miiii.rundir import (
 )
 from miiii.tasks import Task, make_task
 from miiii.train import (
+    config_steps_per_epoch,
     evaluate_split,
     greedy_decode,
     make_trainer,
     numerics,
-    steps_per_epoch,
     task_data,
 )
 
@@ -388,8 +388,7 @@ class Session:
         t_start, compile_s, rec_s = time.perf_counter(), None, 0.0
         bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
         last_valid = np.full(k, np.nan)
-        b = cfg.train.batch_size  # an epoch: train.steps_per_epoch minibatches, one step at full batch
-        per_epoch = steps_per_epoch(b, len(task.train.x), cfg.train.last_batch == "keep")
+        per_epoch = config_steps_per_epoch(cfg.train, len(task.train.x))  # 1 at full batch
         stop.message = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once"
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]

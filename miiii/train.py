@@ -76,6 +76,11 @@ def steps_per_epoch(batch_size: int, n_train: int, keep_last: bool = False) -> i
     return -(-n_train // batch_size) if keep_last else max(n_train // batch_size, 1)
 
 
+def config_steps_per_epoch(train_cfg, n_train: int) -> int:
+    """`steps_per_epoch` of a run's TrainConfig (its batch size and last_batch) on n_train samples."""
+    return steps_per_epoch(train_cfg.batch_size, n_train, train_cfg.last_batch == "keep")
+
+
 def epoch_order(key, epoch, n_train: int):
     """The sample order of one epoch: a permutation drawn from (run key, epoch) alone."""
     return jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), n_train)
@@ -157,7 +162,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
     n_train = len(task.train.x)
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
     keep_last = cfg.train.last_batch == "keep"
-    per_epoch = steps_per_epoch(batch, n_train, keep_last)
+    per_epoch = config_steps_per_epoch(cfg.train, n_train)
     eval_every = cfg.train.eval_every
 
     def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):

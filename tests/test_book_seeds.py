@@ -230,3 +230,27 @@ def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypa
     assert [r["seed"] for r in json.loads((tmp_path / "batches98.json").read_text())["runs"]] == [0, 1]
     q = book.GAP_COMPARISONS[4][0]  # 98 batches in both: this project's sweep against the PyTorch loop
     assert q in _gap_verdicts((tmp_path / "gap.md").read_text())
+
+
+def test_torch_book_files_grow_by_seeds_of_the_same_loop_only(tmp_path):
+    """experiments/torch_book.py: a variant's file name, and the merge that adds seeds to a file of the same loop
+    (settings and epochs) and refuses anything else before training (exit 2, the file untouched)."""
+    import pytest
+
+    pytest.importorskip("torch")
+    tb = load_module(ROOT / "experiments" / "torch_book.py")
+    assert (tb.variant(0.01, False), tb.variant(0.1, True), tb.variant(0.01, True)) == ("", "_wd=0.1_drop_last",
+                                                                                        "_drop_last")
+    out, book_loop = tmp_path / "torch_book_addition.json", dict(weight_decay=0.01, drop_last=False)
+    out.write_text(json.dumps(dict(task="addition", torch="2.x", threads=1, loss_floor=1.0,
+                                   runs=[dict(seed=s, epochs=150) for s in range(2)])))  # an older file
+    merged = tb.merged(out, book_loop | dict(torch="2.y", threads=2), [dict(seed=2, epochs=150, torch="2.y")])
+    assert [(r["seed"], r["torch"]) for r in merged["runs"]] == [(0, "2.x"), (1, "2.x"), (2, "2.y")]
+    wd01 = dict(weight_decay=0.1, drop_last=False)
+    for settings, runs, why in ((book_loop, [dict(seed=1, epochs=150)], "already holds seeds"),
+                                (book_loop, [dict(seed=5, epochs=80)], "epochs"),
+                                (wd01, [dict(seed=5, epochs=150)], "holds runs with")):
+        with pytest.raises(ValueError, match=why):
+            tb.merged(out, settings, runs)
+    before = out.read_text()
+    assert tb.main(["--seeds", "1", "--first-seed", "1", "--out", str(tmp_path)]) == 2 and out.read_text() == before
