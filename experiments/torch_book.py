@@ -74,9 +74,11 @@ class AdditionTransformer(nn.Module):
         return self.ln_f(x) @ self.token_emb.weight.T  # the head is tied to the token embedding
 
 
-def warmup_cosine(warmup: int, total: int):
-    return lambda s: (s + 1) / warmup if s < warmup else 0.5 * (1 + math.cos(math.pi * (s - warmup) /
-                                                                               max(total - warmup, 1)))
+def warmup_cosine(warmup: int, total: int, first: int = 1):
+    """LambdaLR's factor at step s: (s + first) / warmup, then cosine to 0. `first` = 1 (this loop: the first step
+    at lr / warmup) or 0 (optax's warm-up, miiii's: the first step at lr 0)."""
+    return lambda s: (s + first) / warmup if s < warmup else 0.5 * (1 + math.cos(math.pi * (s - warmup) /
+                                                                                   max(total - warmup, 1)))
 
 
 @torch.no_grad()
@@ -98,27 +100,41 @@ def autoregressive(model, x, y, answer_start: int) -> float:
 
 
 def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01, warmup: int = 200,
-               clip: float = 1.0, max_seq_len: int = 13, weight_decay: float = 0.01, drop_last: bool = False) -> dict:
+               clip: float = 1.0, max_seq_len: int = 13, weight_decay: float = 0.01, drop_last: bool = False,
+               warmup_first: int = 1, stop_after: int | None = None, start: dict | None = None) -> dict:
+    """One seed of the book's loop. The DataLoader yields sample indices (the same draws as yielding the samples).
+    For the same-start comparison (same_start.py): `stop_after` ends after that many steps and returns the step
+    losses and the epochs' orders; `start` (a miiii parameter tree) replaces the initial parameters after they are
+    drawn, so the data order is still this seed's; `warmup_first` as in warmup_cosine."""
     torch.manual_seed(seed)
     model = AdditionTransformer(max_seq_len=max_seq_len)
+    if start is not None:
+        model.load_state_dict(torch_state(start))
     xt, yt = (torch.as_tensor(a, dtype=torch.long) for a in (task.train.x, task.train.y))
     xv, yv = (torch.as_tensor(a, dtype=torch.long) for a in (task.valid.x, task.valid.y))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, shuffle=True,
-                                         drop_last=drop_last)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(len(xt))), batch_size=batch,
+                                         shuffle=True, drop_last=drop_last)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)  # defaults for the rest
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, epochs * len(loader)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup, epochs * len(loader), warmup_first))
     loss_fn = nn.CrossEntropyLoss()
-    losses, accs, t0 = [], [], time.perf_counter()
+    losses, accs, step_loss, orders, t0 = [], [], [], [], time.perf_counter()
     for _ in range(epochs):
-        total = 0.0
-        for xb, yb in loader:
-            loss = loss_fn(model(xb).reshape(-1, 14), yb.reshape(-1))
+        total, order = 0.0, []
+        for (idx,) in loader:
+            loss = loss_fn(model(xt[idx]).reshape(-1, 14), yt[idx].reshape(-1))
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
             sched.step()
             total += loss.item()
+            if stop_after is not None:
+                step_loss.append(loss.item())
+                order.append(idx.numpy())
+                if len(step_loss) == stop_after:
+                    return dict(seed=seed, step_loss=step_loss, orders=orders + [np.concatenate(order)])
+        if stop_after is not None:
+            orders.append(np.concatenate(order))
         losses.append(total / len(loader))
         accs.append(exact_match(model, xv, yv, task.answer_start))
     acc = np.asarray(accs)
@@ -127,6 +143,85 @@ def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01,
                 jump_epoch=jump, final_epoch_loss=losses[-1], valid_teacher_forced_acc=accs[-1],
                 valid_autoregressive_acc=autoregressive(model, xv, yv, task.answer_start),
                 wall_s=round(time.perf_counter() - t0, 1))
+
+
+# nn.Linear's weight is (out, in), applied as x @ W.T; miiii's are (in, out), attention's with a head axis first
+_LINEAR = {"attn/W_Q": "q", "attn/W_K": "k", "attn/W_V": "v", "attn/W_O": "o", "mlp/W_in": "ffn.0",
+           "mlp/W_out": "ffn.2"}
+_VECTOR = {"mlp/b_in": "ffn.0.bias", "mlp/b_out": "ffn.2.bias", "ln1/scale": "ln1.weight", "ln1/bias": "ln1.bias",
+           "ln2/scale": "ln2.weight", "ln2/bias": "ln2.bias"}
+
+
+def miiii_params(model: AdditionTransformer) -> dict:
+    """The model's parameters as miiii's parameter tree (numpy float32), so that both loops start alike."""
+    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    tree = dict(W_E=sd["token_emb.weight"], W_pos=sd["pos_emb.weight"],
+                ln_final=dict(scale=sd["ln_f.weight"], bias=sd["ln_f.bias"]))
+    for i in range(len(model.blocks)):
+        block = tree[f"blocks_{i}"] = {"attn": {}, "mlp": {}, "ln1": {}, "ln2": {}}
+        for name, mod in _LINEAR.items():
+            w = sd[f"blocks.{i}.{mod}.weight"].T
+            block[name.split("/")[0]][name.split("/")[1]] = w[None] if name.startswith("attn") else w
+        for name, key in _VECTOR.items():
+            block[name.split("/")[0]][name.split("/")[1]] = sd[f"blocks.{i}.{key}"]
+    return tree
+
+
+def torch_state(tree: dict) -> dict:
+    """miiii's parameter tree -> this model's state_dict (the inverse of miiii_params)."""
+    sd = {"token_emb.weight": tree["W_E"], "pos_emb.weight": tree["W_pos"], "ln_f.weight": tree["ln_final"]["scale"],
+          "ln_f.bias": tree["ln_final"]["bias"]}
+    for i in range(sum(k.startswith("blocks_") for k in tree)):
+        block = tree[f"blocks_{i}"]
+        for name, mod in _LINEAR.items():
+            w = np.asarray(block[name.split("/")[0]][name.split("/")[1]])
+            sd[f"blocks.{i}.{mod}.weight"] = (w[0] if name.startswith("attn") else w).T
+        for name, key in _VECTOR.items():
+            sd[f"blocks.{i}.{key}"] = block[name.split("/")[0]][name.split("/")[1]]
+    return {k: torch.as_tensor(np.ascontiguousarray(v, np.float32)) for k, v in sd.items()}
+
+
+def initial_params(seed: int, max_seq_len: int = 13) -> dict:
+    """Seed's initial parameters in this loop (torch.manual_seed, then PyTorch's default initialisation)."""
+    torch.manual_seed(seed)
+    return miiii_params(AdditionTransformer(max_seq_len=max_seq_len))
+
+
+def loader_orders(seed: int, n: int, epochs: int, batch: int = 512, max_seq_len: int = 13) -> np.ndarray:
+    """(epochs, n) the sample order of each epoch of train_seed(seed): the DataLoader draws it from torch's global
+    generator after the model's initialisation, and nothing in the loop draws between epochs."""
+    torch.manual_seed(seed)
+    AdditionTransformer(max_seq_len=max_seq_len)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(n)), batch_size=batch,
+                                         shuffle=True)
+    return np.stack([torch.cat([idx for (idx,) in loader]).numpy() for _ in range(epochs)])
+
+
+def export_start(out: Path, task, seed: int, epochs: int, n_steps: int, max_seq_len: int = 13) -> Path:
+    """OUT/start_s{seed}.npz: this loop's start for `seed` (initial parameters as miiii's tree, flattened to
+    'params/…' keys; every epoch's sample order) and its first `n_steps` step losses, with its own warm-up
+    (`step_loss`) and with optax's (`step_loss_warmup0`), for experiments/same_start.py."""
+    n = len(task.train.x)
+    short = {f: train_seed(task, seed, epochs, max_seq_len=max_seq_len, warmup_first=f, stop_after=n_steps)
+             for f in (1, 0)}
+    orders = loader_orders(seed, n, epochs, max_seq_len=max_seq_len)
+    seen = np.concatenate(short[1]["orders"])
+    if not (seen == orders.reshape(-1)[: len(seen)]).all():
+        raise RuntimeError("loader_orders does not reproduce the loop's order")
+    flat = {}
+
+    def walk(tree, prefix):
+        for k, v in tree.items():
+            walk(v, f"{prefix}{k}/") if isinstance(v, dict) else flat.__setitem__(f"params/{prefix}{k}", v)
+
+    walk(initial_params(seed, max_seq_len), "")
+    out.mkdir(parents=True, exist_ok=True)
+    f = out / f"start_s{seed}.npz"
+    np.savez_compressed(f, orders=orders.astype(np.uint16 if n < 2 ** 16 else np.int32), seed=seed,
+                        step_loss=np.asarray(short[1]["step_loss"], np.float32),
+                        step_loss_warmup0=np.asarray(short[0]["step_loss"], np.float32),
+                        torch_version=torch.__version__, **flat)
+    return f
 
 
 def variant(weight_decay: float, drop_last: bool) -> str:
@@ -165,11 +260,27 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=None, help="default: the book's 150 (addition) / 80 (reversal)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     ap.add_argument("--out", type=Path, default=Path("results") / "book")
+    ap.add_argument("--export-start", type=Path, metavar="DIR",
+                    help="train nothing: write each seed's start (initial parameters, every epoch's order) and its "
+                         "first --compare-steps step losses to DIR/start_sSEED.npz, for experiments/same_start.py")
+    ap.add_argument("--compare-steps", type=int, default=600, help="with --export-start: step losses kept")
     args = ap.parse_args(argv)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1):
         ap.error("--seeds and --epochs must be at least 1")
     if args.first_seed < 0 or args.weight_decay < 0:
         ap.error("--first-seed and --weight-decay must not be negative")
+    if args.export_start:
+        if args.task != "addition" or args.drop_last or args.weight_decay != 0.01 or args.compare_steps < 1:
+            ap.error("--export-start is for the book's addition loop (no --drop-last or --weight-decay)")
+        cfg = get_preset("addition")
+        task = make_task(cfg.task)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            print(f"wrote {export_start(args.export_start, task, seed, args.epochs or 150, args.compare_steps)}",
+                  flush=True)
+        print("done")
+        return 0
     out = args.out / f"torch_book_{args.task}{variant(args.weight_decay, args.drop_last)}.json"
     settings = dict(weight_decay=args.weight_decay, drop_last=args.drop_last)
     epochs = args.epochs or (150 if args.task == "addition" else 80)

@@ -16,7 +16,7 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.model import build_model, count_params
-from miiii.rundir import load_run, write_book_report
+from miiii.rundir import Run, load_run, write_book_report
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
 from miiii.train import config_steps_per_epoch, greedy_decode
 
@@ -40,10 +40,11 @@ def epoch_length(cfg) -> int:
 class Evaluator:
     """A trained sequence model and its task, with the book's probes."""
 
-    def __init__(self, run_dir: str | Path):
-        run = load_run(run_dir)
+    def __init__(self, run_dir: str | Path | Run):
+        """A run directory, or a Run built in memory (a loop driven by hand: experiments/same_start.py)."""
+        run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
         if not run.config.task.is_sequence or not run.params:
-            raise ConfigError(f"{run_dir} is not a finished addition or reversal run")
+            raise ConfigError(f"{run.path} is not a finished addition or reversal run")
         self.run, self.cfg = run, run.config
         self.task = make_task(self.cfg.task)
         self.model = build_model(self.cfg.model, self.task)
