@@ -253,7 +253,8 @@ def main(argv=None) -> int:
     b98 = args.out / "batches98.json"
     own = {r["seed"]: r for r in json.loads(b98.read_text())["runs"]} if b98.is_file() else {}
     n = ours[0]["numerics"]
-    prov = head | {"seed records made at": ", ".join(sorted({r["commit"][:12] for r in ours})), "device": f"{n['backend']} ({n['device']})", "jax": n["jax_version"], "precision": n["precision"],
+    prov = head | {"seed records made at": ", ".join(sorted({r["commit"][:12] for r in ours})),
+                   "device": f"{n['backend']} ({n['device']})", "jax": n["jax_version"], "precision": n["precision"],
                    "torch (the starts)": ours[0]["torch"], "seeds": ", ".join(str(r["seed"]) for r in ours),
                    "wall time": f"{sum(r['wall_s'] or 0 for r in ours) / 60:.0f} min (training)"}
     text, res = same_start_md(ours, theirs, own, prov)
