@@ -5,6 +5,8 @@ the book's way" (experiments/book.py --seeds compares its jump-epoch distributio
     python experiments/torch_book.py --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
     python experiments/torch_book.py --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
     python experiments/torch_book.py --seeds 8 --weight-decay 0.1      # a setting the book does not state
+    python experiments/torch_book.py --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
+    python experiments/torch_book.py --export-start DIR --seeds 8      # starts for experiments/same_start.py
 
 Written from the book's description, not translated from miiii: `AdditionTransformer` (pre-LN, one causal head
 with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions: 17,760
@@ -224,9 +226,10 @@ def export_start(out: Path, task, seed: int, epochs: int, n_steps: int, max_seq_
     return f
 
 
-def variant(weight_decay: float, drop_last: bool) -> str:
+def variant(weight_decay: float, drop_last: bool, warmup_first: int = 1) -> str:
     """The file-name tag of a loop that is not the book's as written ('' for it)."""
-    return "".join([f"_wd={weight_decay:g}" if weight_decay != 0.01 else "", "_drop_last" if drop_last else ""])
+    return "".join([f"_wd={weight_decay:g}" if weight_decay != 0.01 else "", "_drop_last" if drop_last else "",
+                    "_warmup0" if warmup_first == 0 else ""])
 
 
 def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
@@ -235,7 +238,8 @@ def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
     if not out.is_file():
         return settings | dict(runs=runs)
     old = json.loads(out.read_text())
-    theirs = {k: old.get(k, dict(weight_decay=0.01, drop_last=False).get(k)) for k in ("weight_decay", "drop_last")}
+    book = dict(weight_decay=0.01, drop_last=False, warmup_first=1)  # what an older file without the key ran
+    theirs = {k: old.get(k, book[k]) for k in book}
     if theirs != {k: settings[k] for k in theirs}:
         raise ValueError(f"{out} holds runs with {theirs}, not {settings}")
     epochs = {r["epochs"] for r in old["runs"]} | {r["epochs"] for r in runs if "epochs" in r}
@@ -257,6 +261,9 @@ def main(argv=None) -> int:
     ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's (0.01: PyTorch's default)")
     ap.add_argument("--drop-last", action="store_true",
                     help="drop the last, partial batch: 97 batches an epoch as miiii's trainer draws")
+    ap.add_argument("--warmup-first", type=int, choices=(0, 1), default=1,
+                    help="the warm-up's first step at lr * (0 + FIRST) / 200: 1 as this loop (LambdaLR (s + 1) / "
+                         "warmup), 0 as optax's warm-up in miiii's trainer (the first step at lr 0)")
     ap.add_argument("--epochs", type=int, default=None, help="default: the book's 150 (addition) / 80 (reversal)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     ap.add_argument("--out", type=Path, default=Path("results") / "book")
@@ -270,8 +277,10 @@ def main(argv=None) -> int:
     if args.first_seed < 0 or args.weight_decay < 0:
         ap.error("--first-seed and --weight-decay must not be negative")
     if args.export_start:
-        if args.task != "addition" or args.drop_last or args.weight_decay != 0.01 or args.compare_steps < 1:
-            ap.error("--export-start is for the book's addition loop (no --drop-last or --weight-decay)")
+        if args.task != "addition" or variant(args.weight_decay, args.drop_last, args.warmup_first) or \
+                args.compare_steps < 1:
+            ap.error("--export-start is for the book's addition loop (no --drop-last, --weight-decay or "
+                     "--warmup-first)")
         cfg = get_preset("addition")
         task = make_task(cfg.task)
         if args.threads:
@@ -281,8 +290,8 @@ def main(argv=None) -> int:
                   flush=True)
         print("done")
         return 0
-    out = args.out / f"torch_book_{args.task}{variant(args.weight_decay, args.drop_last)}.json"
-    settings = dict(weight_decay=args.weight_decay, drop_last=args.drop_last)
+    settings = dict(weight_decay=args.weight_decay, drop_last=args.drop_last, warmup_first=args.warmup_first)
+    out = args.out / f"torch_book_{args.task}{variant(**settings)}.json"
     epochs = args.epochs or (150 if args.task == "addition" else 80)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:  # refuse before training what could not be added

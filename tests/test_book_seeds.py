@@ -241,15 +241,17 @@ def test_torch_book_files_grow_by_seeds_of_the_same_loop_only(tmp_path):
     tb = load_module(ROOT / "experiments" / "torch_book.py")
     assert (tb.variant(0.01, False), tb.variant(0.1, True), tb.variant(0.01, True)) == ("", "_wd=0.1_drop_last",
                                                                                         "_drop_last")
-    out, book_loop = tmp_path / "torch_book_addition.json", dict(weight_decay=0.01, drop_last=False)
+    assert tb.variant(0.01, False, 0) == "_warmup0"
+    out, book_loop = tmp_path / "torch_book_addition.json", dict(weight_decay=0.01, drop_last=False, warmup_first=1)
     out.write_text(json.dumps(dict(task="addition", torch="2.x", threads=1, loss_floor=1.0,
                                    runs=[dict(seed=s, epochs=150) for s in range(2)])))  # an older file
     merged = tb.merged(out, book_loop | dict(torch="2.y", threads=2), [dict(seed=2, epochs=150, torch="2.y")])
     assert [(r["seed"], r["torch"]) for r in merged["runs"]] == [(0, "2.x"), (1, "2.x"), (2, "2.y")]
-    wd01 = dict(weight_decay=0.1, drop_last=False)
+    wd01 = dict(weight_decay=0.1, drop_last=False, warmup_first=1)
     for settings, runs, why in ((book_loop, [dict(seed=1, epochs=150)], "already holds seeds"),
                                 (book_loop, [dict(seed=5, epochs=80)], "epochs"),
-                                (wd01, [dict(seed=5, epochs=150)], "holds runs with")):
+                                (wd01, [dict(seed=5, epochs=150)], "holds runs with"),
+                                (book_loop | dict(warmup_first=0), [dict(seed=5, epochs=150)], "holds runs with")):
         with pytest.raises(ValueError, match=why):
             tb.merged(out, settings, runs)
     before = out.read_text()
