@@ -157,7 +157,7 @@ def same_start_md(ours: list[dict], theirs: dict[int, dict], own_draws: dict[int
         str, dict]:
     paired = [r for r in ours if r["seed"] in theirs]
     cmp = compare(paired, [theirs[r["seed"]] for r in paired], 150) if paired else None
-    lines = ["# Both loops from one start", "", provenance_table(prov), "",
+    lines = ["# Both loops from one start", "", *provenance_table(prov), "",
              f"This project's trainer (preset `{PRESET}`: 98 batches an epoch, weight decay 0.01, clip 1) started "
              "from the parameters PyTorch drew for each seed and fed, epoch by epoch, the batches PyTorch's "
              "DataLoader drew for it (`experiments/same_start.py`). The book's loop from the same start is "

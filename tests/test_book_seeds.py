@@ -150,7 +150,8 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
         validate(apply_overrides(a, ["last_batch=partial"]))
 
 
-def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_jumps=None):
+def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_jumps=None, warmup0_jumps=None,
+                      same_start_jumps=None):
     """seeds.json / unstated.json / batches98.json / torch_book_addition*.json as the studies write them (what
     --gap reads): miiii_jumps are 5 solo seeds, then 3 sweep members of seeds 0-2."""
     def runs(jumps, batches):
@@ -163,7 +164,10 @@ def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_j
     if b98_jumps is not None:
         prov = dict(commit="f" * 40, device="cpu (cpu)", jax="0.x", precision="highest", sweeps="gap-addition-98 (8)")
         (out / "batches98.json").write_text(json.dumps(dict(provenance=prov, runs=runs(b98_jumps, 98))))
-    for tag, jumps, batches in (("", torch_jumps, 98), ("_drop_last", drop_last_jumps, 97)):
+    if same_start_jumps is not None:
+        (out / "same_start.json").write_text(json.dumps(dict(provenance={}, runs=runs(same_start_jumps, 98))))
+    for tag, jumps, batches in (("", torch_jumps, 98), ("_drop_last", drop_last_jumps, 97),
+                                ("_warmup0", warmup0_jumps, 98)):
         if jumps is not None:
             (out / f"torch_book_addition{tag}.json").write_text(json.dumps(dict(
                 task="addition", torch="2.x", threads=1, loss_floor=0.9594, runs=runs(jumps, batches))))
@@ -179,13 +183,18 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
     for d in (apart, alike):
         d.mkdir()
     never = [None] * 8
-    _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never, b98_jumps=never)
+    _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never, b98_jumps=never,
+                      warmup0_jumps=never, same_start_jumps=never)
     _write_gap_inputs(alike, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51, None, 40, 33],
-                      drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33], b98_jumps=[40, None, 20, 70, 33, 90, 60, 12])
+                      drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33], b98_jumps=[40, None, 20, 70, 33, 90, 60, 12],
+                      warmup0_jumps=[70, 14, 20, None, 60, 33, 41, 90],
+                      same_start_jumps=[12, 80, 50, 33, None, 40, 61, 9])
     v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
     questions = [q for q, _, _ in book.GAP_COMPARISONS]
     assert [v_apart[q] for q in questions[:5]] == ["differ", "differ", "differ", "no difference detected", "differ"]
-    assert all(v_alike[q] == "no difference detected" for q in questions[:5])
+    assert all(v_alike[q] == "no difference detected" for q in questions[:5] + questions[6:])
+    # warm-up at lr 0 in PyTorch: never vs its own loop (differ), never vs miiii's never (alike); same starts: never
+    assert [v_apart[q] for q in questions[6:]] == ["differ", "no difference detected", "differ"]
     gap = json.loads((apart / "gap.json").read_text())
     assert gap["comparisons"][0]["p_grokked"] < 0.001  # 0/5 vs 8/8 seeds: Fisher p = 1/1287
     assert (apart / "gap_addition.png").stat().st_size > 10_000

@@ -4,6 +4,8 @@ gives PyTorch's model and batches, and the two loops' first steps agree."""
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -70,3 +72,39 @@ def test_the_loops_from_one_start_agree_step_by_step_with_the_same_warmup(tmp_pa
     same, own = same_start.agreement(loss, start["step_loss_warmup0"]), same_start.agreement(loss, start["step_loss"])
     assert same["steps"] == 30 and same["max_all"] < 1e-4 and same["part_step"] is None
     assert own["part_step"] == 2  # the first step is the same (its loss is taken before any update); then not
+
+
+def _record(seed, jump, part):
+    agree = dict(steps=600, max_10=1e-6, max_100=1e-5, max_all=0.2, part_step=part, diff=[0.0] * 600)
+    return dict(seed=seed, jump_epoch={"0.5": jump, "0.99": jump}, valid_autoregressive_acc=1.0 if jump else 0.1,
+                final_epoch_loss=0.96 if jump else 1.15, loss_floor=0.9594, epochs=150, batches_per_epoch=98,
+                valid_acc=[0.1, 1.0 if jump else 0.1], wall_s=60.0, weight_decay=0.01, same_warmup=agree,
+                own_warmup=agree | dict(part_step=2), numerics=dict(backend="cpu", device="cpu", precision="highest",
+                                                                    jax_version="0.x"), torch="2.x", commit="a" * 40)
+
+
+def test_the_report_pairs_each_start_with_pytorchs_run_of_it_and_judges_by_the_gap_rule(tmp_path):
+    """Seed records kept in OUT/runs/same-start are reused (nothing trains); the report tells 0/4 from 4/4 and
+    names where the loops parted; no start files is one error line."""
+    starts, out = tmp_path / "starts", tmp_path / "out"
+    starts.mkdir()
+    assert same_start.main(["--starts", str(starts), "--out", str(out)]) == 2 and not out.exists()
+    torch_runs = [dict(seed=s, jump_epoch={"0.5": j, "0.99": j}, valid_autoregressive_acc=1.0, final_epoch_loss=0.96,
+                       epochs=150, batches_per_epoch=98, valid_acc=[0.1, 1.0], wall_s=1.0) for s, j in
+                  enumerate((20, 30, 40, 50))]
+    out.mkdir()
+    (out / "torch_book_addition.json").write_text(json.dumps(dict(loss_floor=0.9594, runs=torch_runs)))
+    for seed in range(4):
+        np.savez(starts / f"start_s{seed}.npz", seed=seed, orders=np.zeros((1, 2), np.uint16),
+                 step_loss=np.zeros(2, np.float32), step_loss_warmup0=np.zeros(2, np.float32), torch_version="2.x")
+    cache = out / "runs" / "same-start"
+    cache.mkdir(parents=True)
+    for jumps, verdict in (((None,) * 4, "**differ**"), ((25, 35, None, 45), "**no difference detected**")):
+        for seed, j in enumerate(jumps):
+            (cache / f"s{seed}.json").write_text(json.dumps(_record(seed, j, 194 + seed)))
+        assert same_start.main(["--starts", str(starts), "--out", str(out)]) == 0
+        text = (out / "same_start.md").read_text()
+        assert verdict in text and "| 3 | 1.0e-06 | 1.0e-05 | 197 | 1.0e-06 | 2 |" in text
+    assert "| 2 | 40 | – (stuck) | not run |" in text  # PyTorch's seed 2 jumped at 40; here it stayed
+    saved = json.loads((out / "same_start.json").read_text())
+    assert [r["seed"] for r in saved["runs"]] == [0, 1, 2, 3] and "diff" not in saved["runs"][0]["same_warmup"]
