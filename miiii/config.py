@@ -117,6 +117,9 @@ class OptimConfig:
     b2: float = 0.98  # Nanda et al. 2023; paper Table 2
     warmup_steps: int = 10  # linear warm-up from 0 (Nanda: 10 steps)
     schedule: str = "constant"  # constant (after warm-up) | cosine (decay to 0 at the last step; book)
+    # the warm-up's factor at step t is (t + warmup_first) / warmup_steps: 0 = optax's (the first step at lr 0),
+    # 1 = PyTorch's LambdaLR as the book's loop is written (s + 1) / warmup (the first step at lr / warmup_steps)
+    warmup_first: int = 0
     clip_norm: float = 0.0  # global-norm clipping before the optimizer; 0 = off (book: 1.0)
     grokfast: str = "none"  # none | ema | ma (Lee et al. 2024)
     alpha: float = 0.98  # grokfast EMA momentum
@@ -464,6 +467,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"optim.grokfast = '{shown(o.grokfast)}': choose none, ema or ma")
     if o.ema_init not in ("first", "zeros"):
         raise ConfigError(f"optim.ema_init = '{shown(o.ema_init)}': choose first or zeros")
+    if o.warmup_first not in (0, 1):
+        raise ConfigError(f"optim.warmup_first = {o.warmup_first}: choose 0 (optax's warm-up) or 1 (LambdaLR's)")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
     if tr.last_batch not in ("drop", "keep"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import optax
 
 from miiii.config import OptimConfig, sweepable
@@ -9,7 +10,8 @@ from miiii.grokfast import grokfast_ema, grokfast_ma
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
-    """Linear warm-up from 0, then constant or cosine decay to 0 at `total_steps` (book).
+    """Linear warm-up from 0 (or from lr / warmup_steps with `warmup_first` = 1), then constant or cosine decay
+    to 0 at `total_steps` (book).
 
     Written as lr * (an optax schedule peaking at 1), so that a traced lr (a sweep) and a Python lr
     (a single run) take the same arithmetic.
@@ -22,6 +24,9 @@ def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule
         unit = optax.constant_schedule(1.0)
     else:
         unit = optax.join_schedules([optax.linear_schedule(0.0, 1.0, warm), optax.constant_schedule(1.0)], [warm])
+    if cfg.warmup_first and warm:  # PyTorch's LambdaLR warm-up, (t + 1) / warm: one step ahead of optax's
+        after = unit
+        unit = lambda count: jnp.where(count < warm, (count + cfg.warmup_first) / warm, after(count))  # noqa: E731
     return lambda count: lr * unit(count)
 
 

@@ -105,6 +105,24 @@ def test_book_recipe_presets():
     assert epoch_length(full) == 1  # full batch when asked
 
 
+@pytest.mark.parametrize("first", [0, 1])
+def test_book_schedule_is_warmup_then_cosine_with_either_first_step(first):
+    """The book's schedule at 98 batches x 150 epochs against the formula written out: lr (t + first) / 200 during
+    the warm-up (first = 1: PyTorch's LambdaLR as the book's loop is written), then 0.5 lr (1 + cos(pi (t - 200) /
+    (T - 200))); a first of 2 is refused."""
+    from miiii.optim import make_schedule
+
+    o = apply_overrides(get_preset("addition-98"), [f"optim.warmup_first={first}"]).optim
+    total = 150 * 98
+    sched = make_schedule(o, total)
+    t = np.array([0, 1, 2, 100, 198, 199, 200, 201, 5000, total - 1])
+    want = np.where(t < 200, (t + first) / 200, 0.5 * (1 + np.cos(np.pi * (t - 200) / (total - 200)))) * 0.01
+    got = np.array([float(sched(jnp.asarray(i))) for i in t])
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-9) and (got[0] == 0) == (first == 0)
+    with pytest.raises(ConfigError, match="warmup_first"):
+        validate(apply_overrides(get_preset("addition"), ["optim.warmup_first=2"]))
+
+
 def test_addition_10_preset():
     cfg = validate(get_preset("addition-10"))
     assert cfg.task.name == "addition" and cfg.task.n_digits == 10 and cfg.model.n_ctx in (0, 32, 33)
