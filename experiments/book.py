@@ -50,7 +50,7 @@ from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.report import git_commit, provenance, provenance_table  # noqa: E402
-from miiii.rundir import load_run  # noqa: E402
+from miiii.rundir import load_run, read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
@@ -653,6 +653,33 @@ def batches98_runs(out: Path, n: int, smoke: bool, first_seed: int = 0) -> list[
     return records
 
 
+WARMUP1 = ["optim.warmup_first=1"]  # the book's loop's warm-up: the first step at lr / 200, not at 0 as optax's
+
+
+def warmup1_runs(out: Path) -> list[dict]:
+    """This project's addition-98 with the book's loop's warm-up (optim.warmup_first = 1), solo runs in
+    OUT/runs/warmup1-sSEED, each trained by `python -m miiii train --preset addition-98 --seed SEED --set
+    optim.warmup_first=1 --run-dir OUT/runs/warmup1-sSEED`: the finished ones' records, kept in OUT/warmup1.json
+    (which --gap reads when the runs are gone). A directory whose config is not that one is refused."""
+    f, done = out / "warmup1.json", sorted(out.glob("runs/warmup1-s*/summary.json"))
+    if not done:
+        return json.loads(f.read_text())["runs"] if f.is_file() else []
+    records, numerics = [], set()
+    for summary in done:
+        run_dir, seed = summary.parent, int(summary.parent.name.removeprefix("warmup1-s"))
+        want = apply_overrides(get_preset("addition-98"), WARMUP1 + [f"seed={seed}"])
+        if read_config(run_dir) != want:
+            raise ConfigError(f"{run_dir}'s config is not addition-98 with {WARMUP1[0]} at seed {seed}")
+        s = json.loads(summary.read_text())
+        numerics.add(f"{s['backend']} ({s['device']}), jax {s['jax_version']}, precision {s['precision']}")
+        records.append(seed_record(run_dir, seed))
+    records.sort(key=lambda r: r["seed"])
+    prov = dict(collected_at=git_commit(), numerics=sorted(numerics), seeds=[r["seed"] for r in records],
+                command=f"python -m miiii train --preset addition-98 --set {WARMUP1[0]} --seed SEED")
+    f.write_text(json.dumps(to_jsonable(dict(provenance=prov, runs=records)), indent=1))
+    return records
+
+
 def _sample(key: str, loop: str, runs: list[dict], source: str) -> dict:
     """A sample of seeds of one loop; its weight decay, batches an epoch and budget read from its records."""
     return dict(key=key, loop=loop, runs=runs, source=source, wd=runs[0].get("weight_decay", 0.01),
@@ -674,6 +701,8 @@ def gap_samples(out: Path) -> list[dict]:
     found.append(("miiii wd=0.1", "miiii, vmapped sweep", unstated.get("wd=0.1 clip=1"), "unstated.json"))
     found.append(("miiii PyTorch starts", "miiii, solo, from PyTorch's starts", read("same_start.json").get("runs"),
                   "same_start.json"))
+    found.append(("miiii warmup1", "miiii, solo, the book's warm-up (first step at lr / 200)", warmup1_runs(out),
+                  "warmup1.json"))
     return [_sample(*x) for x in found if x[2]]
 
 
@@ -693,6 +722,10 @@ GAP_COMPARISONS = (  # (question, sample a, sample b)
      "PyTorch_warmup0"),
     ("from the same starts (PyTorch's initial parameters and batches), does this project's loop differ from the "
      "book's?", "miiii PyTorch starts", "PyTorch"),
+    ("does this project's loop change when its warm-up's first step is at lr / 200, as the book's loop's?", "miiii 98",
+     "miiii warmup1"),
+    ("with the book's warm-up and 98 batches an epoch, does this project's loop differ from the book's?",
+     "miiii warmup1", "PyTorch"),
 )
 
 
@@ -803,6 +836,13 @@ def gap_provenance(out: Path, samples: list[dict], head: dict) -> dict:
             p = json.loads((out / source).read_text())["provenance"]
             prov[source] = (f"recorded at {p['commit'][:12]}, {p['device']}, jax {p['jax']}, precision "
                             f"{p['precision']}; {p['sweeps']}")
+        elif source == "warmup1.json":
+            p = json.loads((out / source).read_text())["provenance"]
+            prov[source] = f"`{p['command']}`, {'; '.join(p['numerics'])}; collected at {p['collected_at'][:12]}"
+        elif source == "same_start.json":
+            p = json.loads((out / source).read_text())["provenance"]
+            prov[source] = (f"seed records made at {p['seed records made at']}, {p['device']}, jax {p['jax']}, "
+                            f"precision {p['precision']}; starts from torch {p['torch (the starts)']}")
         elif source.startswith("torch_book"):
             data = json.loads((out / source).read_text())
             prov[source] = (f"torch {data.get('torch', '?')}, {data.get('threads', '?')} thread(s) at the last call, "

@@ -47,7 +47,7 @@ from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.report import git_commit, provenance_table  # noqa: E402
-from miiii.rundir import Run  # noqa: E402
+from miiii.rundir import Run, unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402
 from miiii.train import TrainState, config_steps_per_epoch, epoch_order, make_trainer, numerics, task_data  # noqa: E402
 
@@ -61,14 +61,7 @@ PRESET = "addition-98"
 def read_start(f: Path) -> dict:
     """A start file of torch_book.py --export-start: parameters as miiii's tree, orders, PyTorch's step losses."""
     with np.load(f) as z:
-        params: dict = {}
-        for k in z.files:
-            if k.startswith("params/"):
-                node = params
-                *path, leaf = k.split("/")[1:]
-                for p in path:
-                    node = node.setdefault(p, {})
-                node[leaf] = z[k]
+        params = unflatten({k.removeprefix("params/"): z[k] for k in z.files if k.startswith("params/")})
         return dict(seed=int(z["seed"]), params=params, orders=z["orders"].astype(np.int64),
                     step_loss=z["step_loss"], step_loss_warmup0=z["step_loss_warmup0"],
                     torch_version=str(z["torch_version"]))

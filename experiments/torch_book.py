@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from miiii import get_preset
+from miiii.rundir import flatten_params
 from miiii.tasks import loss_floor, make_task
 
 JUMP_THRESHOLDS = (0.5, 0.99)
@@ -210,13 +211,7 @@ def export_start(out: Path, task, seed: int, epochs: int, n_steps: int, max_seq_
     seen = np.concatenate(short[1]["orders"])
     if not (seen == orders.reshape(-1)[: len(seen)]).all():
         raise RuntimeError("loader_orders does not reproduce the loop's order")
-    flat = {}
-
-    def walk(tree, prefix):
-        for k, v in tree.items():
-            walk(v, f"{prefix}{k}/") if isinstance(v, dict) else flat.__setitem__(f"params/{prefix}{k}", v)
-
-    walk(initial_params(seed, max_seq_len), "")
+    flat = {f"params/{k}": v for k, v in flatten_params(initial_params(seed, max_seq_len)).items()}
     out.mkdir(parents=True, exist_ok=True)
     f = out / f"start_s{seed}.npz"
     np.savez_compressed(f, orders=orders.astype(np.uint16 if n < 2 ** 16 else np.int32), seed=seed,

@@ -151,7 +151,7 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
 
 
 def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_jumps=None, warmup0_jumps=None,
-                      same_start_jumps=None):
+                      same_start_jumps=None, warmup1_jumps=None):
     """seeds.json / unstated.json / batches98.json / torch_book_addition*.json as the studies write them (what
     --gap reads): miiii_jumps are 5 solo seeds, then 3 sweep members of seeds 0-2."""
     def runs(jumps, batches):
@@ -165,7 +165,13 @@ def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_j
         prov = dict(commit="f" * 40, device="cpu (cpu)", jax="0.x", precision="highest", sweeps="gap-addition-98 (8)")
         (out / "batches98.json").write_text(json.dumps(dict(provenance=prov, runs=runs(b98_jumps, 98))))
     if same_start_jumps is not None:
-        (out / "same_start.json").write_text(json.dumps(dict(provenance={}, runs=runs(same_start_jumps, 98))))
+        prov = {"seed records made at": "a" * 12, "device": "cpu (cpu)", "jax": "0.x", "precision": "highest",
+                "torch (the starts)": "2.x"}
+        (out / "same_start.json").write_text(json.dumps(dict(provenance=prov, runs=runs(same_start_jumps, 98))))
+    if warmup1_jumps is not None:
+        prov = dict(command="python -m miiii train …", numerics=["cpu (cpu), jax 0.x, precision highest"],
+                    collected_at="c" * 40, seeds=list(range(len(warmup1_jumps))))
+        (out / "warmup1.json").write_text(json.dumps(dict(provenance=prov, runs=runs(warmup1_jumps, 98))))
     for tag, jumps, batches in (("", torch_jumps, 98), ("_drop_last", drop_last_jumps, 97),
                                 ("_warmup0", warmup0_jumps, 98)):
         if jumps is not None:
@@ -184,17 +190,20 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
         d.mkdir()
     never = [None] * 8
     _write_gap_inputs(apart, never, [10, 12, 15, 20, 22, 25, 30, 40], drop_last_jumps=never, b98_jumps=never,
-                      warmup0_jumps=never, same_start_jumps=never)
+                      warmup0_jumps=never, same_start_jumps=never, warmup1_jumps=[10, 12, 15, 20, 22, 25, 30, 40])
     _write_gap_inputs(alike, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51, None, 40, 33],
                       drop_last_jumps=[20, 30, None, 60, 70, 80, 45, 33], b98_jumps=[40, None, 20, 70, 33, 90, 60, 12],
                       warmup0_jumps=[70, 14, 20, None, 60, 33, 41, 90],
-                      same_start_jumps=[12, 80, 50, 33, None, 40, 61, 9])
+                      same_start_jumps=[12, 80, 50, 33, None, 40, 61, 9],
+                      warmup1_jumps=[33, 41, None, 60, 14, 20, 70, 90])
     v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
     questions = [q for q, _, _ in book.GAP_COMPARISONS]
     assert [v_apart[q] for q in questions[:5]] == ["differ", "differ", "differ", "no difference detected", "differ"]
     assert all(v_alike[q] == "no difference detected" for q in questions[:5] + questions[6:])
     # warm-up at lr 0 in PyTorch: never vs its own loop (differ), never vs miiii's never (alike); same starts: never
-    assert [v_apart[q] for q in questions[6:]] == ["differ", "no difference detected", "differ"]
+    # the book's warm-up here: never (b98) vs 8/8 (differ); 8/8 vs PyTorch's 8/8 at the same epochs (alike)
+    assert [v_apart[q] for q in questions[6:]] == ["differ", "no difference detected", "differ", "differ",
+                                                   "no difference detected"]
     gap = json.loads((apart / "gap.json").read_text())
     assert gap["comparisons"][0]["p_grokked"] < 0.001  # 0/5 vs 8/8 seeds: Fisher p = 1/1287
     assert (apart / "gap_addition.png").stat().st_size > 10_000
@@ -204,6 +213,7 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
     assert "Not compared, for want of a sample: “at weight decay 0.1" in text  # no wd 0.1 samples written
     assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text)
     assert "| batches98.json | recorded at ffffffffffff, cpu (cpu), jax 0.x, precision highest;" in text
+    assert "| warmup1.json | `python -m miiii train …`, cpu (cpu), jax 0.x, precision highest; collected at c" in text
 
 
 def test_gap_without_inputs_or_with_other_studies_is_one_error_line(tmp_path, capsys):
@@ -265,3 +275,21 @@ def test_torch_book_files_grow_by_seeds_of_the_same_loop_only(tmp_path):
             tb.merged(out, settings, runs)
     before = out.read_text()
     assert tb.main(["--seeds", "1", "--first-seed", "1", "--out", str(tmp_path)]) == 2 and out.read_text() == before
+
+
+def test_warmup1_runs_refuse_a_directory_trained_otherwise(tmp_path):
+    """OUT/runs/warmup1-sSEED must hold addition-98 with optim.warmup_first = 1 at that seed: a plain addition-98
+    run there (or another seed's) is one ConfigError, before anything is written."""
+    import pytest
+
+    from miiii.config import ConfigError
+    from miiii.rundir import write_config
+
+    run = tmp_path / "runs" / "warmup1-s3"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+    for cfg in (get_preset("addition-98"), apply_overrides(get_preset("addition-98"), book.WARMUP1 + ["seed=4"])):
+        write_config(run, cfg)
+        with pytest.raises(ConfigError, match="warmup1-s3's config is not addition-98"):
+            book.warmup1_runs(tmp_path)
+    assert not (tmp_path / "warmup1.json").exists()
