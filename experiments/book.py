@@ -738,6 +738,23 @@ def compare(a: list[dict], b: list[dict], budget: int) -> dict:
     return dict(a=da, b=db, p_grokked=p_grok, p_jump=p_jump, differ=min(p_grok, p_jump) < GAP_ALPHA)
 
 
+def pooled_by_loop(samples: list[dict], budget: int) -> dict | None:
+    """Every run at weight decay 0.01 pooled by loop (this project's vs PyTorch's) and Fisher's p on the counts;
+    None unless both loops have such runs."""
+    loops: dict[str, dict] = {}
+    for smp in samples:
+        if smp["wd"] != 0.01:
+            continue
+        name = "PyTorch, the book's loop" if smp["key"].startswith("PyTorch") else "miiii"
+        d = distribution(smp["runs"], budget)
+        cur = loops.setdefault(name, dict(n=0, grokked=0, samples=0))
+        cur.update(n=cur["n"] + d["n"], grokked=cur["grokked"] + d["grokked"], samples=cur["samples"] + 1)
+    if len(loops) < 2:
+        return None
+    a, b = loops["miiii"], loops["PyTorch, the book's loop"]
+    return dict(loops=loops, p_grokked=fisher_exact_p(a["grokked"], a["n"], b["grokked"], b["n"]))
+
+
 def _label(smp: dict) -> str:
     return f"{smp['loop']}, wd {smp['wd']:g}, {smp['batches']} batches"
 
@@ -809,6 +826,16 @@ def gap_md(samples: list[dict], provenance: dict | None = None) -> tuple[str, li
                      f"{c['p_jump']:.3f} | **{'differ' if c['differ'] else 'no difference detected'}** |")
     if missing:
         lines += ["", "Not compared, for want of a sample: " + "; ".join(missing) + "."]
+    pooled = pooled_by_loop(samples, budget)
+    if pooled:
+        lines += ["", "## Pooled at weight decay 0.01", "",
+                  "Every run at weight decay 0.01, whatever its batches, warm-up, start or program, pooled by loop. "
+                  "The samples of a loop share seeds (and this project's share their draws), so a pooled run is not "
+                  "an independent draw and the p-value is a description, not a test.", "",
+                  "| loop | runs | grokked | share | samples |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {loop} | {d['n']} | {d['grokked']} | {d['grokked'] / d['n']:.0%} | {d['samples']} |"
+                  for loop, d in pooled["loops"].items()]
+        lines += ["", f"Fisher's exact p on the pooled counts: {pooled['p_grokked']:.3f}."]
     solo, swept = by_key.get("miiii solo"), by_key.get("miiii swept")
     if solo and swept:
         members = {r["seed"]: r for r in swept["runs"]}

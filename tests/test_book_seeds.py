@@ -211,6 +211,8 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
     assert "| 0 | 30, 100.0% | –, 10.0% |" in text  # seed 0 groks solo, not as a member: its outcome splits
     assert "outcome (grokked or not) changes: 0, 1 of 3." in text  # seed 1: never solo, 50 as a member
     assert "Not compared, for want of a sample: “at weight decay 0.1" in text  # no wd 0.1 samples written
+    # pooled: this project 4/5 solo + 2/3 swept + 7/8 each (b98, same start, warmup1); PyTorch 7/8 in each of 3
+    assert "| miiii | 32 | 27 | 84% | 5 |" in text and "| PyTorch, the book's loop | 24 | 21 | 88% | 3 |" in text
     assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text)
     assert "| batches98.json | recorded at ffffffffffff, cpu (cpu), jax 0.x, precision highest;" in text
     assert "| warmup1.json | `python -m miiii train …`, cpu (cpu), jax 0.x, precision highest; collected at c" in text
