@@ -763,7 +763,7 @@ def fig_gap(samples: list[dict], out: Path) -> None:
     """The jump epoch of every seed, one row per sample; a seed that never jumps is an x past the budget."""
     budget = max(s["budget"] for s in samples)
     most = max(sum(r["jump_epoch"]["0.99"] is None for r in s["runs"]) for s in samples)
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(samples) + 1.3))
+    fig, ax = plt.subplots(figsize=(11, 0.55 * len(samples) + 1.3))
     for row, smp in enumerate(samples):
         jumps = [r["jump_epoch"]["0.99"] for r in smp["runs"]]
         hit = [j for j in jumps if j is not None]
