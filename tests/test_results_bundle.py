@@ -105,7 +105,8 @@ def test_book_gap_bundle_compares_the_loops_it_names_and_names_its_commit():
     book = ROOT / "results" / "book"
     text = (book / "gap.md").read_text()
     assert_provenance(text, ("date", "seeds.json", "batches98.json", "torch_book_addition.json",
-                             "torch_book_addition_drop_last.json"))
+                             "torch_book_addition_drop_last.json", "torch_book_addition_warmup0.json",
+                             "same_start.json", "warmup1.json"))
     rows = re.findall(r"^\| (.+?) \| .* \*\*(differ|no difference detected)\*\* \|$", text, re.M)
     data = json.loads((book / "gap.json").read_text())
     assert [q for q, _ in rows] == [c["question"] for c in data["comparisons"]] and len(rows) >= 5
@@ -113,3 +114,23 @@ def test_book_gap_bundle_compares_the_loops_it_names_and_names_its_commit():
                for (_, v), c in zip(rows, data["comparisons"], strict=True))
     sizes = {s["key"]: s["distribution"]["n"] for s in data["samples"]}
     assert sizes["PyTorch"] >= 8 and sizes["miiii 98"] >= 8 and sizes["PyTorch_drop_last"] >= 5
+    assert min(sizes[k] for k in ("miiii PyTorch starts", "PyTorch_warmup0", "miiii warmup1")) >= 8
+
+
+def test_book_same_start_bundle_pairs_every_start_with_pytorchs_run_and_names_its_commit():
+    """results/book/same_start.md backs the README's 'Both loops from one start': every seed has a step-agreement
+    row and an outcome row, the same warm-up agrees to 1e-4 over the first 10 steps and parts later than each loop's
+    own, and the stated verdict follows the gap rule on the counts in same_start.json."""
+    book = ROOT / "results" / "book"
+    text = (book / "same_start.md").read_text()
+    assert_provenance(text, ("date", "seed records made at", "device", "jax", "precision", "seeds"))
+    data = json.loads((book / "same_start.json").read_text())
+    runs = data["runs"]
+    assert len(runs) >= 8
+    for r in runs:
+        same, own = r["same_warmup"], r["own_warmup"]
+        assert same["max_10"] < 1e-4 and (same["part_step"] or same["steps"] + 1) > (own["part_step"] or 0)
+        assert re.search(rf"^\| {r['seed']} \| [0-9.e+-]+ \| [0-9.e+-]+ \| {same['part_step'] or '>'}", text, re.M)
+    o = data["outcomes"]
+    assert o["a"]["grokked"] == sum(r["valid_autoregressive_acc"] >= 0.99 for r in runs)
+    assert ("**differ**" in text) == o["differ"] == (min(o["p_grokked"], o["p_jump"]) < 0.05)
