@@ -102,6 +102,13 @@ def autoregressive(model, x, y, answer_start: int) -> float:
     return (seq[:, answer_start + 1:] == y[:, answer_start:]).all(1).float().mean().item()
 
 
+def seeded_model(seed: int, max_seq_len: int = 13) -> AdditionTransformer:
+    """torch.manual_seed(seed), then the model: its initial parameters, and the global generator where the
+    DataLoader's draws start."""
+    torch.manual_seed(seed)
+    return AdditionTransformer(max_seq_len=max_seq_len)
+
+
 def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01, warmup: int = 200,
                clip: float = 1.0, max_seq_len: int = 13, weight_decay: float = 0.01, drop_last: bool = False,
                warmup_first: int = 1, stop_after: int | None = None, start: dict | None = None) -> dict:
@@ -109,8 +116,7 @@ def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01,
     For the same-start comparison (same_start.py): `stop_after` ends after that many steps and returns the step
     losses and the epochs' orders; `start` (a miiii parameter tree) replaces the initial parameters after they are
     drawn, so the data order is still this seed's; `warmup_first` as in warmup_cosine."""
-    torch.manual_seed(seed)
-    model = AdditionTransformer(max_seq_len=max_seq_len)
+    model = seeded_model(seed, max_seq_len)
     if start is not None:
         model.load_state_dict(torch_state(start))
     xt, yt = (torch.as_tensor(a, dtype=torch.long) for a in (task.train.x, task.train.y))
@@ -186,15 +192,13 @@ def torch_state(tree: dict) -> dict:
 
 def initial_params(seed: int, max_seq_len: int = 13) -> dict:
     """Seed's initial parameters in this loop (torch.manual_seed, then PyTorch's default initialisation)."""
-    torch.manual_seed(seed)
-    return miiii_params(AdditionTransformer(max_seq_len=max_seq_len))
+    return miiii_params(seeded_model(seed, max_seq_len))
 
 
 def loader_orders(seed: int, n: int, epochs: int, batch: int = 512, max_seq_len: int = 13) -> np.ndarray:
     """(epochs, n) the sample order of each epoch of train_seed(seed): the DataLoader draws it from torch's global
     generator after the model's initialisation, and nothing in the loop draws between epochs."""
-    torch.manual_seed(seed)
-    AdditionTransformer(max_seq_len=max_seq_len)
+    seeded_model(seed, max_seq_len)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(n)), batch_size=batch,
                                          shuffle=True)
     return np.stack([torch.cat([idx for (idx,) in loader]).numpy() for _ in range(epochs)])
