@@ -170,6 +170,9 @@ def main(argv=None) -> int:
                          "without recording; every claim reports in how many seeds it holds")
     ap.add_argument("--variant", choices=list(VARIANTS), default="project",
                     help="; ".join(f"{k}: {v}" for k, v in VARIANTS.items()) + " (default project)")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train (or reuse) the runs and stop before the figures and results.md: several of these "
+                         "with different --roles can share one GPU; a last call with --reuse then draws and reports")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
     setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
@@ -183,6 +186,10 @@ def main(argv=None) -> int:
     runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets, args.seeds,
                    args.variant)
     t_train = time.perf_counter() - t0
+    if args.train_only:
+        print(f"trained {', '.join(roles)} in {t_train / 60:.1f} min under {out / 'runs'}; run again with --reuse "
+              "to draw the figures and write results.md")
+        return 0
     first = {role: rs[0] for role, rs in runs.items()}
     paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
