@@ -50,7 +50,8 @@ from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.report import git_commit, provenance, provenance_table  # noqa: E402
-from miiii.rundir import load_run, read_config  # noqa: E402
+from miiii.run import load_run  # noqa: E402
+from miiii.rundir import read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402

@@ -38,7 +38,7 @@ from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.report import provenance, write_results
-from miiii.rundir import load_run
+from miiii.run import load_run
 from miiii.runner import resume_run, train_run
 from miiii.sweep import member_dir, run_sweep
 

@@ -47,7 +47,8 @@ from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.report import git_commit, provenance_table  # noqa: E402
-from miiii.rundir import Run, unflatten  # noqa: E402
+from miiii.run import Run  # noqa: E402
+from miiii.rundir import unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402
 from miiii.train import TrainState, config_steps_per_epoch, epoch_order, make_trainer, numerics, task_data  # noqa: E402
 
@@ -100,7 +101,7 @@ def train_from(start: dict, epochs: int | None = None) -> tuple[Run, np.ndarray]
         batch_data = data | dict(train_x=jnp.asarray(laid_out(task.train.x, own, start["orders"][e])),
                                  train_y=jnp.asarray(laid_out(task.train.y, own, start["orders"][e])))
         state, m = trainer.chunk(state, batch_data, spe)
-        losses.append(np.asarray(m["loss"]))
+        losses.append(np.asarray(m.metrics["loss"]))
         accs.append(float(trainer.evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[2][0]))
     loss = np.concatenate(losses)
     valid_acc = np.full((len(loss), 1), np.nan)

@@ -2,7 +2,7 @@
 
 from miiii.config import ConfigError, RunConfig, apply_overrides, validate
 from miiii.presets import PRESETS, get_preset
-from miiii.rundir import Run, load_run
+from miiii.run import Run, load_run
 from miiii.tasks import make_task
 
 __all__ = [

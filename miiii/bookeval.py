@@ -16,7 +16,8 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.model import build_model, count_params
-from miiii.rundir import Run, load_run, write_book_report
+from miiii.run import Run, load_run
+from miiii.rundir import write_book_report
 from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
 from miiii.train import config_steps_per_epoch, greedy_decode
 

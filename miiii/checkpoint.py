@@ -25,9 +25,10 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from miiii.cadence import log_steps
 from miiii.config import RunConfig
 from miiii.files import fsync_tree, io_fault
-from miiii.rundir import CKPT, CKPT_META, log_steps, read_ckpt_meta, write_ckpt_meta
+from miiii.rundir import CKPT, CKPT_META, read_ckpt_meta, write_ckpt_meta
 from miiii.train import TrainState
 
 # orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also

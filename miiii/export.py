@@ -18,7 +18,8 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.files import RunError, write_text_atomic
-from miiii.rundir import flatten_params, load_run, run_owning
+from miiii.run import load_run
+from miiii.rundir import flatten_params, run_owning
 from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"

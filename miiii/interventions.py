@@ -130,7 +130,7 @@ def frequency_ablation(run, name: str = "blocks.0.mlp.hook_post", params=None) -
     +-k in x0 or x1) is removed from activation `name`, for k = 1 .. p // 2, beside the unablated loss.
 
     Returns {"k": (F,), "base": (S,), "loss": (F, S), "tasks": names}; `run` is a loaded grid run
-    (rundir.Run), `params` default its final parameters. One jitted `lax.map` over the frequencies."""
+    (run.Run), `params` default its final parameters. One jitted `lax.map` over the frequencies."""
     p = run.config.task.p
     x, y = run.inputs("grid"), run.labels("grid")
     ks = np.arange(1, p // 2 + 1)

@@ -1,6 +1,6 @@
 """The paper's figures (docs/definitions.md §4) drawn from run directories; `draw_all` draws every one the runs support.
 
-Each `fig_*` function takes loaded runs (`miiii.rundir.Run`) or plain arrays, draws one figure and
+Each `fig_*` function takes loaded runs (`miiii.run.Run`) or plain arrays, draws one figure and
 saves it as PNG and PDF under `out`. Colours are colour-blind safe: the Okabe-Ito palette for
 categories, viridis (sequential, by task) and RdBu (diverging, signed values) for maps.
 Numbers shown in titles come from `miiii.analysis`.
@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError, is_prime  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
-from miiii.rundir import Run, load_run  # noqa: E402
+from miiii.run import Run, load_run  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 NEURONS = "blocks.0.mlp.hook_post"

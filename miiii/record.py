@@ -32,10 +32,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from miiii.cadence import is_due, log_steps, rows_before
 from miiii.config import ConfigError, RunConfig, shown
 from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.model import param_names
-from miiii.rundir import ACTS, ACTS_INPUTS, is_due, log_steps, rows_before, write_acts_index
+from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
 
 GiB = 1 << 30
@@ -451,18 +452,18 @@ class Recorder:
         """The chunk [start, start + n)'s recorded steps per group: the trainer's static `counts` (None: nothing)."""
         return self.rec.counts(start, n) if self.rec.arrays else None
 
-    def take(self, start: int, n: int, metrics: dict) -> None:
+    def take(self, start: int, n: int, out) -> None:
         """Queue the rows the chunk [start, start + n) recorded (returns at once unless one chunk is already
         waiting); the chunk that ends the run also gives the record of the state after its last update."""
         if not self.files:
             return
         rows = self.rec.rows(start, n)  # a log-spaced schedule's buffers are longer than its rows
         self._submit(start, [{k: np.asarray(v)[:c] for k, v in rec.items()}
-                             for c, rec in zip(rows, metrics["record"], strict=True)])
+                             for c, rec in zip(rows, out.record, strict=True)])
         end = start + n
         if end == self.rec.steps:  # for the groups that record the last step
             self._submit(end, [{k: np.asarray(v)[None][: int(is_due(end, every))] for k, v in rec.items()}
-                               for (every, _, _), rec in zip(self.rec.groups, metrics["record_end"], strict=True)])
+                               for (every, _, _), rec in zip(self.rec.groups, out.record_end, strict=True)])
 
     def commit(self, step: int, finished: bool) -> None:
         """Every step < `step` on disk (queued rows written and synced), then index.json says so, with the crc32 of

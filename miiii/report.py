@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from miiii import analysis as A
-from miiii.rundir import Run
+from miiii.run import Run
 
 SMALL = (2, 3, 5, 7)
 MASKED_FIRST = (11, 13, 17, 19)

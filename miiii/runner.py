@@ -1,4 +1,5 @@
-"""The host side of a run: chunks of jitted steps, a progress bar, and the run directory (its files: rundir.py).
+"""The host side of a run: chunks of jitted steps, a progress bar, and the run directory (its files: rundir.py;
+its lock and claim: claim.py; its live log: metricslog.py).
 
 After every chunk its evaluated steps go to metrics.jsonl (and tb/), which a notebook or `tail -f` reads while
 the run goes on; metrics.npz is complete at checkpoints. `profile=DIR` traces one chunk with jax.profiler
@@ -24,20 +25,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
+from miiii.cadence import checkpoint_due
 from miiii.checkpoint import Checkpoints
 from miiii.checkpoint import describe as describe_checkpoints
+from miiii.claim import RunClaim, RunLock, check_new
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.files import RunError, then
+from miiii.metricslog import MetricsLog
 from miiii.model import abstract_params, build_model, count_params
 from miiii.record import GiB, Recorder, check_budget, describe, plan
 from miiii.rundir import (
     CONFIG,
-    METRIC_KEYS,
     PARAMS,
-    Claim,
-    MetricsLog,
-    RunLock,
-    check_new,
     check_unedited,
     flatten_params,
     has_checkpoints,
@@ -134,19 +133,19 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     metrics.jsonl lines are on disk by then). `tensorboard`: TensorBoard scalars in run_dir/tb/ when tensorboardX
     imports. `profile`: a jax.profiler trace of one chunk (`profiled_chunk`) into that directory.
 
-    The directory is claimed (rundir.Claim: created, locked, found empty under the lock, config.json written)
+    The directory is claimed (claim.RunClaim: created, locked, found empty under the lock, config.json written)
     before the slow start-up, so a second `train` into it is refused. Until the step-0 checkpoint, an error or
     Ctrl-C removes what was written; a start-up killed outright leaves config.json, which --resume starts over.
     """
     run_dir = Path(run_dir)
     check_new(run_dir)
     validate(cfg)
-    with _StopFlag(_STARTING) as stop, Claim(run_dir) as claim:
+    with _StopFlag(_STARTING) as stop, RunClaim(run_dir) as claim:
         write_config(run_dir, cfg)
         return _start(cfg, run_dir, claim, stop, progress, record_budget, on_chunk, tensorboard, profile)
 
 
-def _start(cfg: RunConfig, run_dir: Path, claim: Claim, stop: _StopFlag, progress: bool, record_budget: int | None,
+def _start(cfg: RunConfig, run_dir: Path, claim: RunClaim, stop: _StopFlag, progress: bool, record_budget: int | None,
            on_chunk, tensorboard: bool = True, profile: str | Path | None = None) -> dict:
     """A claimed directory with its config.json -> the step-0 checkpoint (then the claim is kept) -> the run.
     `record_budget` None: the recording was accepted when the run was first started (only the free disk counts)."""
@@ -190,14 +189,14 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         if not unstarted(run_dir):
             raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
         validate(cfg)
-        with _StopFlag(_STARTING) as stop, Claim(run_dir, restart=True) as claim:
+        with _StopFlag(_STARTING) as stop, RunClaim(run_dir, restart=True) as claim:
             _say(f"{run_dir} stopped before its first checkpoint; starting it over from its config.json")
             return _start(cfg, run_dir, claim, stop, progress, None, on_chunk, tensorboard, profile)
     check_unedited(run_dir, cfg, read_ckpt_meta(run_dir))
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     with _StopFlag() as stop, RunLock(run_dir):
-        metrics = read_metrics(run_dir, complete=True)
+        metrics = read_metrics(run_dir, complete=tuple(m.name for m in trainer.metrics))
         ckpts = Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
@@ -232,8 +231,8 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         try:
             ckpts.delete_after(s)
             remove_summary(run_dir)
-            for key in METRIC_KEYS:
-                session.hist[key][:s] = metrics[key][:s]
+            for key, h in session.hist.items():
+                h[:s] = metrics[key][:s]
             session.save_metrics(s)
             recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
         except RunError as e:
@@ -325,8 +324,7 @@ class Session:
         self.tensorboard, self.profile = tensorboard, profile
         self.log = None
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
-        steps, k = cfg.train.steps, len(task.task_names)
-        self.hist = {key: np.full((steps, *trainer.metric_shape(key, k)), np.nan, np.float32) for key in METRIC_KEYS}
+        self.hist = trainer.empty_history(cfg.train.steps, len(task.task_names))
         self.last_ckpt = None
 
     def save_metrics(self, n: int) -> None:
@@ -367,8 +365,9 @@ class Session:
         holds the steps before `state.step` (metrics.jsonl is rewritten from them)."""
         cfg = self.cfg
         try:
-            self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, int(state.step), cfg.train.eval_every,
-                                  cfg.train.steps, self.tensorboard)
+            self.log = MetricsLog(self.run_dir, self.hist, self.task.task_names, self.trainer.grad_names,
+                                  int(state.step), cfg.train.eval_every, cfg.train.steps, self.tensorboard,
+                                  self.trainer.metrics)
             with contextlib.nullcontext(stop) if stop else _StopFlag() as flag:
                 return self._run(state, progress, on_chunk, resumed_from, flag)
         except RunError as e:
@@ -378,17 +377,15 @@ class Session:
             self.close()
 
     def _run(self, state, progress, on_chunk, resumed_from, stop) -> dict:
-        cfg, task, trainer, hist = self.cfg, self.task, self.trainer, self.hist
-        steps, k, every = cfg.train.steps, len(task.task_names), cfg.ckpt.every
-        recorder = self.recorder
+        cfg, task, trainer, recorder = self.cfg, self.task, self.trainer, self.recorder
+        steps = cfg.train.steps
         data = task_data(task) | recorder.data()
         done = int(state.step)
         self.last_ckpt = done if self.last_ckpt is None else self.last_ckpt
         n_params = count_params(state.params)
-        t_start, compile_s, rec_s = time.perf_counter(), None, 0.0
+        t_start, compile_s, self.rec_s = time.perf_counter(), None, 0.0
         bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
-        last_valid = np.full(k, np.nan)
-        per_epoch = config_steps_per_epoch(cfg.train, len(task.train.x))  # 1 at full batch
+        self.last_valid = np.full(len(task.task_names), np.nan)
         stop.message = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once"
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]
@@ -401,50 +398,69 @@ class Session:
             t0 = time.perf_counter()
             snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
             with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
-                state, metrics = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
-                metrics = jax.device_get(metrics)
+                state, out = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
+                out = jax.device_get(out)
             if compile_s is None:
                 compile_s = time.perf_counter() - t0
-            for key in METRIC_KEYS:
-                hist[key][done:done + n] = metrics[key]
-            self.log.append(done, done + n)
-            if not np.isfinite(metrics["loss"]).all():
-                bad = done + int(np.nonzero(~np.isfinite(metrics["loss"]))[0][0])
+            try:
+                self.take_chunk(done, n, out)
+            except FloatingPointError:
                 bar.close()
-                self.save_metrics(done + n)  # the diverging steps too, for diagnosis
-                raise FloatingPointError(
-                    f"loss became {metrics['loss'][bad - done]} at step {bad}; the run stopped. The last good "
-                    f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
-                    "same steps: start a new run with a lower optim.lr)")
-            t1 = time.perf_counter()
-            recorder.take(done, n, metrics)
-            rec_s += time.perf_counter() - t1
-            newest = last_evaluated(metrics["valid_acc"])
-            last_valid = last_valid if np.isnan(newest).all() else newest
-            snaps = self.save_snaps(state, metrics.get("snaps"), snap_at)
+                raise
+            snaps = self.save_snaps(state, out.snaps, snap_at)
             done += n
-            if (stop.requested or done == steps or done // every > (done - n) // every
+            if (stop.requested or done == steps or checkpoint_due(done, n, cfg.ckpt.every)
                     or done in self.ckpts.kept_for_good or snaps):
                 self.checkpoint(state, finished=done == steps)
             bar.update(n)
-            post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(last_valid):.3f}"}
-            if per_epoch > 1:
-                post = {"epoch": done // per_epoch} | post
-            if k > 1:
-                post["grokked"] = f"{int((last_valid >= GROK_THRESHOLD).sum())}/{k}"
-            bar.set_postfix(post)
+            bar.set_postfix(self.postfix(done, out.metrics))
             if on_chunk is not None:
                 on_chunk(done)
         bar.close()
-        wall = time.perf_counter() - t_start
-        step_axis = np.arange(steps)
+        return self.finish(state, time.perf_counter() - t_start, compile_s, n_params, resumed_from)
+
+    def take_chunk(self, done: int, n: int, out) -> None:
+        """A chunk's outputs (steps [done, done + n)) into the history, metrics.jsonl and the recorder; a loss that
+        is not finite stops the run (FloatingPointError) with the diverging steps saved."""
+        for key, h in self.hist.items():
+            h[done:done + n] = out.metrics[key]
+        self.log.append(done, done + n)
+        loss = out.metrics["loss"]
+        if not np.isfinite(loss).all():
+            bad = done + int(np.nonzero(~np.isfinite(loss))[0][0])
+            self.save_metrics(done + n)  # the diverging steps too, for diagnosis
+            raise FloatingPointError(
+                f"loss became {loss[bad - done]} at step {bad}; the run stopped. The last good "
+                f"checkpoint is step {self.last_ckpt} in {self.run_dir / 'ckpt'} (resuming replays the "
+                "same steps: start a new run with a lower optim.lr)")
+        t1 = time.perf_counter()
+        self.recorder.take(done, n, out)
+        self.rec_s += time.perf_counter() - t1
+        newest = last_evaluated(out.metrics["valid_acc"])
+        self.last_valid = self.last_valid if np.isnan(newest).all() else newest
+
+    def postfix(self, done: int, metrics: dict) -> dict:
+        """The progress bar's text after a chunk: epoch (minibatches), loss, validation accuracy, tasks at >= 0.99."""
+        per_epoch = config_steps_per_epoch(self.cfg.train, len(self.task.train.x))  # 1 at full batch
+        post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(self.last_valid):.3f}"}
+        if per_epoch > 1:
+            post = {"epoch": done // per_epoch} | post
+        k = len(self.last_valid)
+        if k > 1:
+            post["grokked"] = f"{int((self.last_valid >= GROK_THRESHOLD).sum())}/{k}"
+        return post
+
+    def finish(self, state, wall: float, compile_s: float | None, n_params: int, resumed_from: int | None) -> dict:
+        """params.npz and summary.json of the finished run; returns the summary."""
+        cfg = self.cfg
+        steps = cfg.train.steps
         write_params(self.run_dir, state.params)
-        summary = summarize(cfg, task, trainer, state.params, step_axis, hist)
+        summary = summarize(cfg, self.task, self.trainer, state.params, np.arange(steps), self.hist)
         ran = steps - (resumed_from or 0)
         summary.update(
             n_params=n_params, wall_s=round(wall, 3), compile_s=round(compile_s or 0.0, 3),
             steps_per_s=round(ran / max(wall - (compile_s or 0.0), 1e-9), 2) if ran > cfg.train.chunk else None,
-            **numerics(cfg), record_bytes=recorder.rec.nbytes, record_submit_s=round(rec_s, 3),
+            **numerics(cfg), record_bytes=self.recorder.rec.nbytes, record_submit_s=round(self.rec_s, 3),
             resumed_from=resumed_from,
         )
         write_summary(self.run_dir, summary)

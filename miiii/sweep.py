@@ -36,13 +36,11 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
+from miiii.claim import RunClaim, check_new
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, shown, validate
 from miiii.files import write_json_atomic
+from miiii.metricslog import MetricsLog
 from miiii.rundir import (
-    METRIC_KEYS,
-    Claim,
-    MetricsLog,
-    check_new,
     write_config,
     write_metrics,
     write_params,
@@ -185,7 +183,7 @@ def init_members(trainer: Trainer, seeds: jax.Array) -> TrainState:
 
 
 def members_chunk(trainer: Trainer) -> Callable:
-    """jit(states, data, n_steps) -> (states, metrics (n, n_steps, ...)): `trainer.raw_chunk` vmapped over the
+    """jit(states, data, n_steps) -> (states, ChunkOut of metrics (n, n_steps, ...)): `trainer.raw_chunk` vmapped over
     members of `init_members`; the data is shared but for data["hp"] (one value per member). `states` is
     donated."""
     def chunk(states, data, n_steps):
@@ -199,7 +197,7 @@ def members_chunk(trainer: Trainer) -> Callable:
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
               tensorboard: bool = True, profile: str | Path | None = None) -> dict:
     """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced).
-    The sweep directory is claimed before the build (rundir.Claim): an error or Ctrl-C before the end removes it (a
+    The sweep directory is claimed before the build (claim.RunClaim): an error or Ctrl-C before the end removes it (a
     sweep has no checkpoints to resume from).
 
     In several processes (`join_processes`) every process calls it with the same arguments and gets the same result;
@@ -211,7 +209,7 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
     members = make_members(cfg, seeds, grid)
     if not writer:
         return _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
-    with Claim(out_dir) as claim:
+    with RunClaim(out_dir) as claim:
         result = _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
         claim.keep()
         return result
@@ -242,17 +240,16 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     states = states._replace(step=step)
     chunk = members_chunk(trainer)
 
-    steps, k = cfg.train.steps, len(task.task_names)
-    hist = {key: np.full((len(padded), steps, *trainer.metric_shape(key, k)), np.nan, np.float32)
-            for key in METRIC_KEYS}
+    steps = cfg.train.steps
+    hist = trainer.empty_history(steps, len(task.task_names), lead=(len(padded),))
     logs = []
     if writer:  # out_dir itself is made by the claim
         for mem in members:
             run = member_dir(out_dir, mem.index)
             run.mkdir()
             write_config(run, mem.config)
-            logs.append(MetricsLog(run, {key: hist[key][mem.index] for key in METRIC_KEYS}, task.task_names, 0,
-                                   cfg.train.eval_every, steps, tensorboard))
+            logs.append(MetricsLog(run, {key: h[mem.index] for key, h in hist.items()}, task.task_names,
+                                   trainer.grad_names, 0, cfg.train.eval_every, steps, tensorboard, trainer.metrics))
     lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
     traced, compiles = profiled_chunk(lengths)
     t0 = time.perf_counter()
@@ -261,10 +258,10 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
         with tqdm(total=steps, disable=not (progress and writer), unit="step", desc=f"sweep x{n}") as bar:
             for i, m in enumerate(lengths):
                 with trace_chunk(profile if i == traced and writer else None, i, done, m, compiles):
-                    states, metrics = chunk(states, data | {"hp": hp}, m)
-                    metrics = _fetch(metrics)
-                for key in METRIC_KEYS:
-                    hist[key][:, done:done + m] = metrics[key]
+                    states, out = chunk(states, data | {"hp": hp}, m)
+                    metrics = _fetch(out.metrics)
+                for key, h in hist.items():
+                    h[:, done:done + m] = metrics[key]
                 for log in logs:
                     log.append(done, done + m)
                 done += m
@@ -279,7 +276,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     final = states.params if jax.process_count() == 1 else _fetch(states.params)
     for mem in members:
         run = member_dir(out_dir, mem.index)
-        mh = {key: hist[key][mem.index] for key in METRIC_KEYS}
+        mh = {key: h[mem.index] for key, h in hist.items()}
         if writer:
             write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
         per_task = grok_steps(step_axis, mh["valid_acc"])

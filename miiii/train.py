@@ -17,10 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from miiii import metrics as M
+from miiii.cadence import is_due, rows_before
 from miiii.config import RunConfig
 from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
-from miiii.rundir import is_due, rows_before
 from miiii.tasks import Task
 
 
@@ -105,21 +106,36 @@ def batch_indices(key, step, n_train: int, batch: int, keep_last: bool = False):
     return epoch_batch(epoch_order(key, step // per_epoch, n_train), step % per_epoch, batch, keep_last)
 
 
+class ChunkOut(NamedTuple):
+    """What a chunk returns besides the state, time first everywhere; every field is always there."""
+
+    metrics: dict  # metric name -> (n_steps, ...), one row per step (the trainer's table, metrics.py)
+    record: tuple = ()  # per recording group: its rows of the chunk, stacked (a dict of arrays each)
+    record_end: tuple = ()  # per group: its record of the state after the chunk's last update
+    snaps: tuple | None = None  # (params, opt_state, step), stacked at the chunk's `snap_at` steps; None: none asked
+
+
 class Trainer(NamedTuple):
     """The jitted functions of one run, built from its config and task."""
 
     init: Callable  # (seed) -> TrainState
-    chunk: Callable  # (state, data, n_steps) -> (state, metrics with time first); jitted, donates state
+    chunk: Callable  # (state, data, n_steps, counts?, snap_at?) -> (state, ChunkOut); jitted, donates state
     raw_chunk: Callable  # the same, not jitted: for vmap over seeds or hyper-parameters
     evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
     tx: optax.GradientTransformation
-    grad_names: tuple  # parameter names, in the order of metrics["grad_norm"]
+    grad_names: tuple  # parameter names, in the order of every per-parameter metric (grad_norm, ...)
+    metrics: tuple  # the per-step metrics it computes (metrics.Metric), in the table's order
 
-    def metric_shape(self, key: str, n_tasks: int) -> tuple:
-        """Per-step shape of metrics[key]: () for the loss, (n params,) for grad_norm, (n tasks,) otherwise."""
-        return () if key == "loss" else (len(self.grad_names),) if key == "grad_norm" else (n_tasks,)
+    def metric_shape(self, metric: M.Metric, n_tasks: int) -> tuple:
+        """Per-step shape of a metric: () scalar, (n tasks,), or (n parameter arrays,)."""
+        return M.metric_shape(metric, n_tasks, len(self.grad_names))
+
+    def empty_history(self, steps: int, n_tasks: int, lead: tuple = ()) -> dict:
+        """NaN-filled host arrays (*lead, steps, ...) for every metric: a run's (or a sweep's) metrics.npz."""
+        return {m.name: np.full((*lead, steps, *self.metric_shape(m, n_tasks)), np.nan, np.float32)
+                for m in self.metrics}
 
 
 def with_precision(fn: Callable, precision: str) -> Callable:
@@ -148,35 +164,17 @@ def task_data(task: Task) -> dict:
     )
 
 
-def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Trainer:
-    """The jitted functions of a run.
-
-    `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
-    parameters *before* update t at every step t with `t % every == 0`; a chunk's `metrics["record"][g]`
-    is group g's dict stacked over its ceil(n_steps / every) recorded steps, `metrics["record_end"][g]`
-    group g's record of the parameters after the chunk's last update. Inputs it reads (probes) travel in
-    `data`, so nothing large is closed over.
-    """
-    model = build_model(cfg.model, task)
-    tx = make_optimizer(cfg.optim, cfg.train.steps)
+def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, tx, metrics: tuple,
+              buckets: tuple) -> Callable:
+    """One training step `((state, order), data) -> ((state, order), metrics)`: the batch of step t, the loss and
+    its gradient, validation on train.eval_every's steps, the step's metrics (the table `metrics`), the update.
+    `order` is the running epoch's sample order (minibatches; empty at full batch); `buckets`: the model's
+    unembedding buckets (`loss_and_metrics`)."""
     n_train = len(task.train.x)
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
     keep_last = cfg.train.last_batch == "keep"
     per_epoch = config_steps_per_epoch(cfg.train, n_train)
     eval_every = cfg.train.eval_every
-
-    def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):
-        rngs = {"dropout": key} if train else None
-        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout_rate=dropout_rate, bucketed=bucketed)
-
-    def init(seed: int) -> TrainState:
-        key = jax.random.key(seed)
-        params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
-        return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
-
-    def evaluate(params, x, y, spec):
-        logits, _ = apply(params, x, bucketed=True)
-        return loss_and_metrics(logits, y, spec, model.unembed_buckets)
 
     def step(carry, data):
         state, order = carry
@@ -197,11 +195,12 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         def loss_fn(params):
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], model.unembed_buckets, weight)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], buckets, weight)
             return loss, (task_loss, task_acc)
 
         (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         k = train_loss.shape[0]
+
         def validate():
             return evaluate(state.params, data["valid_x"], data["valid_y"], data["spec"])[1:]
 
@@ -210,13 +209,47 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         else:
             valid_loss, valid_acc = jax.lax.cond(
                 t % eval_every == 0, validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
-        metrics = dict(
-            loss=loss, train_loss=train_loss, train_acc=train_acc, valid_loss=valid_loss, valid_acc=valid_acc,
-            grad_norm=jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(grads)]),  # raw, per matrix
-        )
+        out = M.compute(M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads), metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return (TrainState(params, opt_state, t + 1, state.key), order), metrics
+        return (TrainState(params, opt_state, t + 1, state.key), order), out
+
+    return step
+
+
+def record_into(record_groups, counts, apply, data, t0, bufs, st):
+    """Each recording group's record of `st.params` written into its buffer (row: its due steps since the chunk's
+    first step `t0`) when `st.step` is due for it (lax.cond)."""
+    t = st.step
+    out = []
+    for (every, fn), buf, count in zip(record_groups, bufs, counts, strict=True):
+        if count == 0:  # no step of this chunk is due (a chunk shorter than `every`)
+            out.append(buf)
+            continue
+        row = rows_before(t, every) - rows_before(t0, every)  # rows count from the chunk's first due step
+
+        def write(b, every=every, fn=fn, row=row):
+            return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
+
+        out.append(jax.lax.cond(is_due(t, every), write, lambda b: b, buf))
+    return tuple(out)
+
+
+def snap_into(snap_at, snaps, st):
+    """The whole state (params, opt_state, step) written into row i of `snaps` when `st.step == snap_at[i]`."""
+    hit = snap_at == st.step
+    row = jnp.argmax(hit)
+    keep = (st.params, st.opt_state, st.step)
+    return jax.lax.cond(hit.any(), lambda b: jax.tree.map(lambda bb, v: bb.at[row].set(v), b, keep),
+                        lambda b: b, snaps)
+
+
+def make_chunk(cfg: RunConfig, task: Task, step: Callable, apply: Callable, record_groups: tuple) -> Callable:
+    """`chunk(state, data, n_steps, counts=None, snap_at=None) -> (state, ChunkOut)`: `step` scanned n_steps times,
+    recording and capturing states on the way when asked."""
+    n_train = len(task.train.x)
+    batch = 0 < cfg.train.batch_size < n_train
+    per_epoch = config_steps_per_epoch(cfg.train, n_train)
 
     def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None, snap_at=None):
         """Metrics at index i describe the parameters *before* update state.step + i.
@@ -224,7 +257,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
         (static; the default assumes the chunk starts at a multiple of every `every`).
         `snap_at`: (m,) int32 steps (-1 = none) whose whole state (params, opt_state, step; the key never
-        changes) is returned in metrics["snaps"], stacked, for the checkpoints kept at log-spaced steps.
+        changes) is returned in `ChunkOut.snaps`, stacked, for the checkpoints kept at log-spaced steps.
         """
         order = jnp.zeros((0,), jnp.int32)
         if batch:  # the running epoch's order; a chunk that starts an epoch leaves it to the step's cond (one sort)
@@ -232,38 +265,15 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
                                  lambda: epoch_order(state.key, state.step // per_epoch, n_train))
         if not record_groups and snap_at is None:
             (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
-            return state, metrics
+            return state, ChunkOut(metrics)
         counts = counts or tuple(rows_before(n_steps, every) for every, _ in record_groups)
         t0 = state.step
 
-        def record_into(bufs, st):
-            """Write each group's record of `st.params` into its buffer when its step is due (lax.cond)."""
-            t = st.step
-            out = []
-            for (every, fn), buf, count in zip(record_groups, bufs, counts, strict=True):
-                if count == 0:  # no step of this chunk is due (a chunk shorter than `every`)
-                    out.append(buf)
-                    continue
-                row = rows_before(t, every) - rows_before(t0, every)  # rows count from the chunk's first due step
-
-                def write(b, every=every, fn=fn, row=row):
-                    return jax.tree.map(lambda bb, v: bb.at[row].set(v), b, fn(apply, st.params, data))
-
-                out.append(jax.lax.cond(is_due(t, every), write, lambda b: b, buf))
-            return tuple(out)
-
-        def snap_into(snaps, st):
-            hit = snap_at == st.step
-            row = jnp.argmax(hit)
-            keep = (st.params, st.opt_state, st.step)
-            return jax.lax.cond(hit.any(), lambda b: jax.tree.map(lambda bb, v: bb.at[row].set(v), b, keep),
-                                lambda b: b, snaps)
-
         def body(carry, _):
             st, order, bufs, snaps = carry
-            bufs = record_into(bufs, st)
+            bufs = record_into(record_groups, counts, apply, data, t0, bufs, st)
             if snap_at is not None:
-                snaps = snap_into(snaps, st)
+                snaps = snap_into(snap_at, snaps, st)
             (st, order), metrics = step((st, order), data)
             return (st, order, bufs, snaps), metrics
 
@@ -275,14 +285,41 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         snaps = () if snap_at is None else jax.tree.map(
             lambda a: jnp.zeros((len(snap_at), *a.shape), a.dtype), (state.params, state.opt_state, state.step))
         (state, _, bufs, snaps), metrics = jax.lax.scan(body, (state, order, bufs, snaps), None, length=n_steps)
-        if snap_at is not None:
-            metrics = metrics | {"snaps": snaps}
-        if not record_groups:
-            return state, metrics
         # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
-        end = [fn(apply, state.params, data) for _, fn in record_groups]
-        return state, metrics | {"record": list(bufs), "record_end": end}
+        end = tuple(fn(apply, state.params, data) for _, fn in record_groups)
+        return state, ChunkOut(metrics, tuple(bufs), end, snaps if snap_at is not None else None)
 
+    return chunk
+
+
+def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics: tuple | None = None) -> Trainer:
+    """The jitted functions of a run.
+
+    `record_groups`: `(every, fn)` pairs, `fn(apply, params, data) -> dict` run in eval mode on the
+    parameters *before* update t at every step t with `t % every == 0`; a chunk's `ChunkOut.record[g]`
+    is group g's dict stacked over its ceil(n_steps / every) recorded steps, `ChunkOut.record_end[g]`
+    group g's record of the parameters after the chunk's last update. Inputs it reads (probes) travel in
+    `data`, so nothing large is closed over. `metrics`: the per-step metrics (default: metrics.METRICS).
+    """
+    metrics = M.METRICS if metrics is None else tuple(metrics)
+    model = build_model(cfg.model, task)
+    tx = make_optimizer(cfg.optim, cfg.train.steps)
+
+    def apply(params, x, train=False, key=None, dropout_rate=None, bucketed=False):
+        rngs = {"dropout": key} if train else None
+        return model.apply({"params": params}, x, train=train, rngs=rngs, dropout_rate=dropout_rate, bucketed=bucketed)
+
+    def init(seed: int) -> TrainState:
+        key = jax.random.key(seed)
+        params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
+        return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
+
+    def evaluate(params, x, y, spec):
+        logits, _ = apply(params, x, bucketed=True)
+        return loss_and_metrics(logits, y, spec, model.unembed_buckets)
+
+    step = make_step(cfg, task, apply, evaluate, tx, metrics, model.unembed_buckets)
+    chunk = make_chunk(cfg, task, step, apply, record_groups)
     # the matmul precision is read while tracing, so it is set around every traced function (train.precision)
     init, chunk, evaluate, apply = (with_precision(f, cfg.train.precision) for f in (init, chunk, evaluate, apply))
     return Trainer(
@@ -294,6 +331,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = ()) -> Train
         model=model,
         tx=tx,
         grad_names=tuple(param_names(jax.eval_shape(init, 0).params)),
+        metrics=metrics,
     )
 
 

@@ -145,7 +145,7 @@ def tl_state_dict(params: dict, model, n_classes) -> dict[str, np.ndarray]:
 
 
 def tl_config(run, d_vocab_out: int) -> dict:
-    """HookedTransformerConfig's keyword arguments for `run` (a rundir.Run), plus the "miiii" section."""
+    """HookedTransformerConfig's keyword arguments for `run` (a run.Run), plus the "miiii" section."""
     m, t, model = run.config.model, run.config.task, run.model
     task = run.task
     meta = {"run": Path(run.path).resolve().name, "steps": run.summary.get("steps"), "task": t.name,
@@ -175,7 +175,7 @@ def tl_config(run, d_vocab_out: int) -> dict:
 def export_tl(run_dir: str | Path, out_dir: str | Path) -> dict:
     """Write RUN_DIR's final parameters as OUT_DIR/model.safetensors and OUT_DIR/config.json; returns the config.
     Refuses an OUT_DIR that holds anything and a RUN_DIR that is not a finished run (ConfigError)."""
-    from miiii.rundir import load_run
+    from miiii.run import load_run
 
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

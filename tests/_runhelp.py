@@ -104,7 +104,7 @@ def wait_for_checkpoint(run_dir: Path, proc: subprocess.Popen, at_least: int, ti
 def finished_run(preset: str, *sets: str):
     """`preset` (with `--set` overrides) trained to the end once per test process, loaded (`load_run`): the runs
     the extension tests (hooks, interventions, params_at, the README's example) work on."""
-    from miiii.rundir import load_run
+    from miiii.run import load_run
     from miiii.runner import train_run
 
     d = Path(tempfile.mkdtemp(prefix=f"miiii-{preset}-"))

@@ -477,7 +477,7 @@ def test_sizes_and_ranges_are_refused_before_anything_is_written(case, tmp_path,
 def test_a_flipped_byte_in_recorded_activations_is_caught_on_resume_and_on_load(tmp_path, capsys):
     from miiii.cli import main
     from miiii.config import ConfigError
-    from miiii.rundir import load_run
+    from miiii.run import load_run
 
     run = crashed_tiny(tmp_path)
     load_run(run)  # intact: the checksums of the committed rows hold
@@ -499,7 +499,7 @@ def test_load_run_refuses_an_activation_file_outside_the_run(tmp_path):
     import json
 
     from miiii.config import ConfigError
-    from miiii.rundir import load_run
+    from miiii.run import load_run
 
     run = tmp_path / "run"
     shutil.copytree(tiny_reference(), run)
@@ -516,7 +516,7 @@ def test_an_edited_config_is_refused_even_when_its_copy_was_removed_from_ckpt_js
 
     from miiii.cli import main
     from miiii.config import ConfigError
-    from miiii.rundir import load_run
+    from miiii.run import load_run
 
     run = crashed_tiny(tmp_path)
     meta = json.loads((run / "ckpt.json").read_text())

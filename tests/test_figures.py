@@ -16,7 +16,7 @@ from miiii.config import ConfigError, apply_overrides, validate
 from miiii.presets import get_preset
 from miiii.record import plan
 from miiii.report import VERDICTS, claims, results_markdown
-from miiii.rundir import load_run
+from miiii.run import load_run
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
 

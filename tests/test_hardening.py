@@ -18,7 +18,7 @@ from miiii.cli import main
 from miiii.config import ConfigError, RunConfig, TaskConfig, apply_overrides, validate
 from miiii.presets import get_preset
 from miiii.record import RunError
-from miiii.rundir import load_run
+from miiii.run import load_run
 from miiii.runner import resume_run, train_run
 
 

@@ -15,8 +15,9 @@ from _runhelp import ROOT, Crash, assert_same_run, crash_at, reference_run, resu
 from miiii.cli import main
 from miiii.compile_cache import ENV, cache_dir
 from miiii.config import ConfigError, RecordConfig, apply_overrides
+from miiii.metrics import METRICS, log_columns
 from miiii.presets import get_preset
-from miiii.rundir import LOG_KEYS, log_columns, read_metrics_log
+from miiii.rundir import read_metrics_log
 from miiii.runner import profiled_chunk, resume_run, train_run
 
 # one small program for the tests here (compiled once: the persistent cache shares it between tests and workers)
@@ -33,7 +34,8 @@ def evaluated_rows(run_dir) -> dict:
     """metrics.npz's rows at the evaluated steps (validation not NaN), in read_metrics_log's layout."""
     with np.load(run_dir / "metrics.npz") as m:
         rows = ~np.isnan(m["valid_acc"]).all(1)
-        return {"step": m["step"][rows], "task_names": m["task_names"]} | {k: m[k][rows] for k in LOG_KEYS}
+        logged = {x.name: m[x.name][rows] for x in METRICS if x.logged}
+        return {"step": m["step"][rows], "task_names": m["task_names"]} | logged
 
 
 def assert_same_rows(a: dict, b: dict) -> None:
@@ -60,7 +62,7 @@ def test_metrics_log_equals_metrics_npz_and_is_read_mid_run(tmp_path):
 
 
 def test_metrics_log_reader_skips_a_line_being_written_and_names_a_damaged_file(tmp_path):
-    cols = log_columns(["a", "b"])
+    cols = log_columns(["a", "b"], [])
     line = '{"step": 0, ' + ", ".join(f'"{c}": 0.5' for c in cols) + "}\n"
     (tmp_path / "metrics.jsonl").write_text(line + line.replace('"step": 0', '"step": 1')[:30])
     got = read_metrics_log(tmp_path)
@@ -105,14 +107,14 @@ def read_events(path) -> list[tuple[int, dict]]:
 
 def test_tensorboard_scalars_when_tensorboardx_is_installed(tmp_path, monkeypatch):
     pytest.importorskip("tensorboardX")
-    monkeypatch.setattr("miiii.rundir.TB_POINTS", 4)  # 14 evaluated steps (every 3rd) -> every 12th, and the last
+    monkeypatch.setattr("miiii.metricslog.TB_POINTS", 4)  # 14 evaluated steps (every 3rd) -> every 12th, and the last
     train_run(tiny_cfg(), tmp_path / "run", progress=False)
     files = list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))
     assert len(files) == 1
     events = read_events(files[0])
     log = read_metrics_log(tmp_path / "run")
     assert [s for s, _ in events] == [0, 12, 24, 36, 39]
-    cols = log_columns(log["task_names"])
+    cols = log_columns(log["task_names"], [])
     for step, scalars in events:
         assert list(scalars) == cols
         row = step // 3

@@ -17,7 +17,8 @@ from _runhelp import ROOT, load_module
 from miiii.config import ConfigError, apply_overrides, validate
 from miiii.plots import train_idx
 from miiii.presets import ORIGINAL_CODE, as_original_code, get_preset
-from miiii.rundir import CKPT_META, CONFIG, load_run
+from miiii.run import load_run
+from miiii.rundir import CKPT_META, CONFIG
 from miiii.runner import train_run
 from miiii.tasks import grid_inputs, make_task
 from miiii.train import make_trainer

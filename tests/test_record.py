@@ -16,7 +16,7 @@ from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 from miiii.record import npy_nbytes, param_path
-from miiii.rundir import load_run
+from miiii.run import load_run
 from miiii.runner import build, train_run
 from miiii.tasks import make_task
 
@@ -152,7 +152,7 @@ def test_log_spaced_recording_holds_the_every_step_rows_at_its_steps(small_run, 
     """record.log = 25 over 60 steps records step 0 and the distinct round(geomspace(1, 60, 25)) steps: every step
     early, sparser later. Its rows are, bit for bit, the rows an every-step recording holds at those steps; a run
     killed after a checkpoint resumes to the same files; the byte estimate stays exact."""
-    from miiii.rundir import log_steps
+    from miiii.cadence import log_steps
     from miiii.runner import resume_run
 
     dense = apply_overrides(get_preset("miiii-tiny"), [*SMALL, "record.every=1", "record.params_every=1"])

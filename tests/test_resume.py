@@ -21,7 +21,8 @@ from _runhelp import (
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
 from miiii.config import apply_overrides
-from miiii.rundir import load_run, read_metrics_log
+from miiii.run import load_run
+from miiii.rundir import read_metrics_log
 from miiii.runner import build, resume_run, train_run
 from miiii.tasks import make_task
 

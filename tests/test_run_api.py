@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, Crash, crash_at, finished_run
 
+from miiii.cadence import log_steps
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import param_names
 from miiii.presets import get_preset
-from miiii.rundir import load_run, log_steps
+from miiii.run import load_run
 from miiii.runner import resume_run, train_run
 from miiii.tasks import grid_labels
 

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from _runhelp import Crash, crash_at
 
+from miiii.cadence import rows_before
 from miiii.config import apply_overrides
+from miiii.metrics import metric_names
 from miiii.presets import get_preset
-from miiii.rundir import BOOK, CKPT_META, CONFIG, METRIC_KEYS, METRICS, PARAMS, SUMMARY, load_run, rows_before
+from miiii.run import load_run
+from miiii.rundir import BOOK, CKPT_META, CONFIG, METRICS, PARAMS, SUMMARY
 from miiii.runner import resume_run, train_run
 from miiii.sweep import run_sweep
 
@@ -24,7 +27,7 @@ def assert_complete(run_dir: Path, cfg, recorded: bool):
     assert run.config == cfg
     steps = cfg.train.steps
     assert list(run.metrics["step"]) == list(range(steps)) and list(run.metrics["task_names"]) == ["mod 23"]
-    assert all(len(run.metrics[k]) == steps for k in METRIC_KEYS)
+    assert all(len(run.metrics[k]) == steps for k in metric_names())
     assert run.summary["steps"] == steps and "final" in run.summary and "grok_step" in run.summary
     assert set(run.params) >= {"W_E", "W_pos", "blocks_0"} and run.params["W_E"].shape == (24, 32)
     if recorded:
@@ -45,7 +48,7 @@ def test_train_run_resume_and_sweep_member_read_back_with_load_run(tmp_path):
     assert len(part.metrics["step"]) == 12 and not part.summary and not part.params
     resume_run(tmp_path / "resumed", progress=False)
     resumed = assert_complete(tmp_path / "resumed", CFG, True)
-    for k in METRIC_KEYS:
+    for k in metric_names():
         np.testing.assert_array_equal(resumed.metrics[k], solo.metrics[k])
 
     run_sweep(CFG, 2, {}, tmp_path / "sweep", progress=False)

@@ -38,7 +38,7 @@ def test_a_start_of_another_seed_reproduces_that_seeds_own_run_bit_for_bit():
     start = dict(seed=7, params=jax.tree.map(np.asarray, ref.params),
                  orders=np.stack([np.asarray(epoch_order(key7, e, n)) for e in range(3)]))
     run, loss = same_start.train_from(start, epochs=3)
-    _, m = trainer.chunk(ref, task_data(task), steps)
+    m = trainer.chunk(ref, task_data(task), steps)[1].metrics
     assert np.array_equal(loss[:steps], np.asarray(m["loss"]))
     assert run.metrics["valid_acc"].shape == (3 * 98, 1) and np.isfinite(run.metrics["valid_acc"][[98, 196], 0]).all()
 

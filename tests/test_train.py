@@ -22,6 +22,7 @@ def run(trainer, data, seed, chunks):
     out = []
     for n in chunks:
         state, m = trainer.chunk(state, data, n)
+        m = m.metrics
         out.append(jax.device_get(m))
     metrics = {k: np.concatenate([m[k] for m in out]) for k in out[0]}
     return state, metrics
@@ -106,7 +107,7 @@ def test_loss_and_metrics_against_numpy(ties):
 def test_grad_norm_metric_is_the_raw_gradient_norm_per_matrix():
     cfg, task, trainer, data = setup("nanda-tiny", "steps=2")  # full batch, no dropout: step 0 is deterministic
     state = trainer.init(0)
-    _, m = trainer.chunk(trainer.init(0), data, 1)
+    m = trainer.chunk(trainer.init(0), data, 1)[1].metrics
 
     def loss(params):
         logits, _ = trainer.model.apply({"params": params}, data["train_x"])
@@ -138,7 +139,7 @@ def test_trainer_uses_the_documented_batch_order():
     trainer = make_trainer(cfg, task)
     state = trainer.init(0)
     params0 = jax.tree.map(jnp.copy, state.params)  # the chunk donates (deletes) the state it is given
-    _, m = trainer.chunk(state, data, 1)
+    m = trainer.chunk(state, data, 1)[1].metrics
     idx = np.asarray(batch_indices(jax.random.key(0), 0, 64, 16)[0])
     spec = data["spec"]
     logits, _ = trainer.model.apply({"params": params0}, jnp.asarray(task.train.x[idx]), train=True,
@@ -159,7 +160,7 @@ def test_vmap_over_seeds_matches_single_runs():
     cfg, task, trainer, data = setup("nanda-tiny", "steps=6")
     states = jax.vmap(trainer.init)(jnp.arange(2))
     chunk = jax.jit(jax.vmap(lambda s: trainer.raw_chunk(s, data, 6)))
-    _, m = chunk(states)
+    m = chunk(states)[1].metrics
     for seed in range(2):
         _, single = run(trainer, data, seed, [6])
         np.testing.assert_allclose(np.asarray(m["loss"][seed]), single["loss"], rtol=1e-5)
@@ -183,6 +184,7 @@ def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
         assert int(state.step) == t
         params = jax.tree.map(jnp.copy, state.params)  # the chunk donates the state it is given
         state, m = trainer.chunk(state, data, 1)
+        m = m.metrics
         logits, _ = trainer.model.apply({"params": params}, jnp.asarray(task.train.x[rows]))
         loss, _, acc = loss_and_metrics(logits, jnp.asarray(task.train.y[rows]), data["spec"])
         np.testing.assert_allclose(float(m["loss"][0]), float(loss), rtol=1e-5)

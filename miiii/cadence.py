@@ -1,0 +1,62 @@
+"""The step cadence: which steps are evaluated, recorded and kept, as pure functions of the step.
+
+The trainer (inside `jit`, where `step` is traced), the recorder and the readers of a finished run (plain ints,
+numpy) ask the same functions, so a run and its files agree on every step. A cadence `every` is an int (steps 0,
+every, 2 every, ...) or the tuple of the steps themselves (a log-spaced schedule, `log_steps`). Nothing here
+imports jax: a traced step brings `jax.numpy` with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _xp(step):
+    """numpy for a host int, jax.numpy for a traced (or device) step: the same formula serves both."""
+    if isinstance(step, (int, np.integer)):
+        return np
+    import jax.numpy as jnp  # a traced step: jax is already loaded by whoever traced it
+
+    return jnp
+
+
+def rows_before(step, every):
+    """Rows of a quantity recorded every `every` steps (steps 0, every, 2 every, ...) that hold a step < `step`:
+    ceil(step / every). Also the row of the first recorded step >= `step`; `step` may be a traced integer.
+    `every` may also be the tuple of the recorded steps themselves (a log-spaced schedule, `log_steps`)."""
+    if isinstance(every, (int, np.integer)):
+        return -(-step // every)
+    xp = _xp(step)
+    return xp.searchsorted(xp.asarray(every), step)
+
+
+def is_due(step, every):
+    """Whether `step` (an int or traced) is recorded under `every` (an int, or the tuple of recorded steps)."""
+    if isinstance(every, (int, np.integer)):
+        return step % every == 0
+    xp = _xp(step)
+    s = xp.asarray(every)
+    return s[xp.minimum(xp.searchsorted(s, step), len(every) - 1)] == step
+
+
+def log_steps(steps: int, k: int) -> tuple[int, ...]:
+    """Step 0 and about `k` steps in 1 .. steps spread log-uniformly (rounded, distinct: every step early on,
+    sparser later); () when k = 0. The schedule of `record.log` and of `ckpt.keep_log`."""
+    if k <= 0:
+        return ()
+    return (0, *sorted({int(s) for s in np.round(np.geomspace(1, steps, k))}))
+
+
+def evaluated_steps(start: int, stop: int, eval_every: int) -> np.ndarray:
+    """The steps in [start, stop) with validation metrics (train.eval_every): the rows of metrics.jsonl."""
+    return np.arange(start + -start % eval_every, stop, eval_every)
+
+
+def last_evaluated_step(steps: int, eval_every: int) -> int:
+    """A run's last step with validation metrics."""
+    return (steps - 1) // eval_every * eval_every
+
+
+def checkpoint_due(done: int, n: int, every: int) -> bool:
+    """A chunk that ended at `done` after `n` steps crossed a multiple of ckpt.every: a checkpoint is due."""
+    return done // every > (done - n) // every

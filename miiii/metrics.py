@@ -1,0 +1,89 @@
+"""The per-step metrics: one table, from which the trainer, metrics.npz, metrics.jsonl and TensorBoard all derive.
+
+Each `Metric` says what it is per step (`kind`: one scalar, one value per task, one value per parameter array),
+whether the live log (metrics.jsonl and tb/) carries it, and how the trainer computes it from the step's
+`StepContext`. Adding a metric is adding one entry to `METRICS`: the trainer computes it at every step, the run
+keeps it in metrics.npz, and, when `logged`, metrics.jsonl and TensorBoard show it as `name` (scalar) or
+`name/TASK` / `name/PARAM` (one column per task or parameter). Row t of every metric describes the parameters
+before update t; validation metrics are NaN on the steps train.eval_every skips.
+
+This module imports no jax at the top: the readers of a finished run use the table (columns, kinds) without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+KINDS = ("scalar", "task", "param")
+
+
+class StepContext(NamedTuple):
+    """What a metric may read at step t (inside the jitted step: jax arrays, traced)."""
+
+    loss: object  # () the training loss of the step's batch, as optimised
+    train_loss: object  # (K,) each task's loss on the batch
+    train_acc: object  # (K,) each task's exact-match accuracy on the batch
+    valid_loss: object  # (K,) on the validation set (NaN on steps that are not evaluated)
+    valid_acc: object  # (K,)
+    params: dict  # the parameters before update t
+    grads: dict  # their gradient (raw: before clipping, grokfast and the optimizer)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # the key in metrics.npz, and the column prefix in metrics.jsonl and TensorBoard
+    kind: str  # scalar: () | task: (K,) | param: (P,) in the order of `grad_names` (jax.tree.leaves of params)
+    logged: bool  # also in metrics.jsonl and tb/ (as the run goes)
+    fn: Callable[[StepContext], object]  # -> an array of the kind's shape, float32
+    doc: str
+
+
+def l2_per_array(tree):
+    """(P,) the L2 norm of each array of a parameter-shaped tree, in `jax.tree.leaves` order."""
+    import jax  # traced inside the step: jax is loaded (this module's readers need it not)
+    import jax.numpy as jnp
+
+    return jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(tree)])
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("loss", "scalar", True, lambda c: c.loss, "training loss of the step's batch, as optimised"),
+    Metric("train_loss", "task", True, lambda c: c.train_loss, "each task's loss on the step's batch"),
+    Metric("train_acc", "task", True, lambda c: c.train_acc, "each task's exact-match accuracy on the batch"),
+    Metric("valid_loss", "task", True, lambda c: c.valid_loss, "each task's loss on the validation set"),
+    Metric("valid_acc", "task", True, lambda c: c.valid_acc, "each task's accuracy on the validation set"),
+    Metric("grad_norm", "param", False, lambda c: l2_per_array(c.grads),
+           "L2 norm of each parameter array's raw gradient"),
+)
+
+
+def metric_names(metrics: tuple[Metric, ...] = METRICS) -> tuple[str, ...]:
+    return tuple(m.name for m in metrics)
+
+
+def metric_shape(metric: Metric, n_tasks: int, n_params: int) -> tuple[int, ...]:
+    """The per-step shape of a metric."""
+    return {"scalar": (), "task": (n_tasks,), "param": (n_params,)}[metric.kind]
+
+
+def compute(ctx: StepContext, metrics: tuple[Metric, ...] = METRICS) -> dict:
+    """Every metric of the table at one step: name -> array."""
+    return {m.name: m.fn(ctx) for m in metrics}
+
+
+def log_columns(task_names, param_names, metrics: tuple[Metric, ...] = METRICS) -> list[str]:
+    """metrics.jsonl's keys after "step", which are also the TensorBoard tags: each logged metric's name (a
+    scalar) or `name/TASK` and `name/PARAM` per task or parameter, in the table's order."""
+    subs = {"scalar": [None], "task": list(task_names), "param": list(param_names)}
+    return [m.name if s is None else f"{m.name}/{s}" for m in metrics if m.logged for s in subs[m.kind]]
+
+
+def log_values(hist: dict, steps, metrics: tuple[Metric, ...] = METRICS):
+    """The logged metrics of `hist` (name -> (T, ...)) at `steps`, one column per `log_columns` entry:
+    (len(steps), columns) float64."""
+    cols = [hist[m.name][steps].reshape(len(steps), int(np.prod(hist[m.name].shape[1:]))) for m in metrics if m.logged]
+    return np.concatenate(cols, axis=1).astype(np.float64)

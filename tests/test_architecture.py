@@ -1,0 +1,106 @@
+"""The package's layering: every import in miiii/ goes down this list (module-level and function-level alike), so
+there is no cycle and no module reaches above itself; and reading a finished run imports no jax."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "miiii"
+
+# Bottom to top: the code map. A module may import only modules before it.
+LAYERS = (
+    "files",  # atomic writes, RunError
+    "compile_cache",  # jax's persistent compilation cache
+    "analysis",  # numpy: Fourier, SVD, statistics
+    "cadence",  # which steps are evaluated, recorded, kept
+    "grokfast",  # the EMA / MA gradient filters (optax)
+    "metrics",  # the per-step metrics table
+    "config",  # RunConfig, --set, validation
+    "tasks",  # the task registry: data, labels, loss description
+    "presets",  # named RunConfigs
+    "model",  # the Flax transformer family
+    "optim",  # the optax chain
+    "rundir",  # the run directory's files (numpy only)
+    "claim",  # one writer per run directory
+    "metricslog",  # metrics.jsonl and tb/
+    "hooks",  # TransformerLens-style hook points
+    "interventions",  # ablations through the hooks
+    "train",  # the jitted step and chunk
+    "record",  # per-step activations to disk
+    "checkpoint",  # orbax checkpoints
+    "run",  # a loaded run (Run, load_run)
+    "runner",  # the host loop of one run
+    "sweep",  # many runs in one program
+    "bookeval",  # the book's evaluation of a sequence run
+    "report",  # the paper's claims judged
+    "plots",  # the paper's figures
+    "export",  # AdderBoard export
+    "transformerlens",  # TransformerLens export
+    "cli",
+    "__init__",
+    "__main__",
+)
+
+
+def imports(path: Path) -> set[str]:
+    """The miiii modules `path` imports anywhere in it (top level or inside a function)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "miiii":
+            out |= {a.name for a in node.names} if node.module == "miiii" else {node.module.split(".")[1]}
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("miiii.")}
+    return out - {path.stem}
+
+
+def test_every_module_is_placed_and_every_import_goes_down():
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == set(LAYERS), f"place these in LAYERS: {modules ^ set(LAYERS)}"
+    rank = {m: i for i, m in enumerate(LAYERS)}
+    upward = [f"{p.stem} -> {dep}" for p in PACKAGE.glob("*.py") for dep in imports(p) if rank[dep] >= rank[p.stem]]
+    assert not upward, f"imports that go up the layers (or cycle): {upward}"
+
+
+def test_the_check_sees_function_level_imports(tmp_path):
+    f = tmp_path / "rundir.py"
+    f.write_text("def f():\n    from miiii.run import load_run\n")
+    assert imports(f) == {"run"}
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint(' '.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("code", [
+    "import miiii",
+    "from miiii.run import load_run; from miiii.rundir import read_metrics_log; from miiii.cli import main",
+])
+def test_reading_runs_and_the_package_import_no_jax(code):
+    mods = _modules_after(code)
+    assert "jax" not in mods and "flax" not in mods and "optax" not in mods
+
+
+def test_a_finished_runs_metrics_and_activations_read_without_jax(tmp_path):
+    from miiii import apply_overrides, get_preset
+    from miiii.runner import train_run
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=20", "chunk=10", "record.every=5"])
+    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    mods = _modules_after(f"from miiii.run import load_run\nr = load_run({str(tmp_path / 'run')!r})\n"
+                          "assert r.metrics['loss'].shape == (20,) and r.summary and r.params\n"
+                          "assert all(len(a) and float(abs(a[0]).sum()) >= 0 for a in r.acts.values())")
+    assert "jax" not in mods
+
+
+def test_presets_command_imports_no_jax():
+    out = subprocess.run([sys.executable, "-c", "import sys, runpy\nsys.argv = ['miiii', 'presets']\n"
+                          "try:\n    runpy.run_module('miiii', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+                          "print('JAX' if 'jax' in sys.modules else 'NOJAX')"],
+                         capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "NOJAX", out.stdout[-500:] + out.stderr[-500:]
