@@ -1,6 +1,8 @@
 """Recording activations and parameters every k steps (or at log-spaced steps), streamed to `run_dir/acts/*.npy`.
 
-A `Recording` is planned from the config before any file is written: it checks every name, fixes the
+A `Recording` is planned from the config before any file is written: it checks every name (any hook point that
+`run.model.hook_names()` lists; the few the training forward pass emits are read from it, the others from the
+hooked forward pass, hooks.py, run on the same parameters), fixes the
 inputs (the p x p grid, a crop of it, the book's probes, or validation samples) and the shape of every
 array, and so knows the exact bytes on disk. Inside the scanned chunk, `record_groups()` computes the
 selection in eval mode (no dropout) on the parameters *before* update t, for every recorded step t.
@@ -35,6 +37,7 @@ import numpy as np
 from miiii.cadence import is_due, log_steps, rows_before
 from miiii.config import ConfigError, RunConfig, shown
 from miiii.files import RunError, free_bytes, fsync_dir, io_fault
+from miiii.hooks import HookedModel
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
@@ -46,9 +49,20 @@ GiB = 1 << 30
 # `record.positions = last` reduces. Names not listed keep all their axes (dim1, dim2, ...).
 _ACT_AXES = {
     "hook_embed": ("pos", "d_model"),
+    "hook_resid_pre": ("pos", "d_model"),
     "hook_resid_mid": ("pos", "d_model"),
     "hook_resid_post": ("pos", "d_model"),
+    "hook_attn_out": ("pos", "d_model"),
+    "hook_mlp_out": ("pos", "d_model"),
+    "hook_normalized": ("pos", "d_model"),
+    "hook_scale": ("pos", "one"),
+    "mlp.hook_pre": ("pos", "neuron"),
     "mlp.hook_post": ("pos", "neuron"),
+    "attn.hook_q": ("pos", "head", "d_head"),
+    "attn.hook_k": ("pos", "head", "d_head"),
+    "attn.hook_v": ("pos", "head", "d_head"),
+    "attn.hook_z": ("pos", "head", "d_head"),
+    "attn.hook_attn_scores": ("head", "pos", "key_pos"),
     "attn.hook_pattern": ("head", "pos", "key_pos"),  # pos = query position
 }
 _PARAM_AXES = {
@@ -184,6 +198,8 @@ class Recording:
     select: dict = field(default_factory=dict)  # act name -> (pos_axis | None, neuron_axis | None)
     neurons: tuple[int, ...] = ()
     dtype: str = "float16"
+    hooked: HookedModel | None = None  # the hooked forward pass, for the names the training pass does not emit
+    via_hooks: tuple[str, ...] = ()  # those names
 
     @property
     def nbytes(self) -> int:
@@ -216,7 +232,11 @@ class Recording:
                     return {n: _get(params, param_path(n)).astype(dt) for n in names}
             else:
                 def fn(apply, params, data, names=names):
-                    _, acts = apply(params, data["record_x"])
+                    acts = {}
+                    if any(n not in self.via_hooks for n in names):
+                        acts = apply(params, data["record_x"])[1]
+                    if self.via_hooks:
+                        acts = acts | self.hooked.run_with_cache(params, data["record_x"], self.via_hooks)[1]
                     out = {}
                     for n in names:
                         a = acts[n]
@@ -273,10 +293,16 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         raise ConfigError(f"record.params: unknown parameter(s) {shown(bad)}; this model has: "
                           f"{', '.join(known_params)}")
     x, meta = record_inputs(cfg, task) if r.acts else (np.zeros((1, task.n_ctx), np.int32), {})
-    _, acts = jax.eval_shape(apply, params, jax.ShapeDtypeStruct(x.shape, jnp.int32))
-    bad = [n for n in r.acts if n not in acts]
+    tokens = jax.ShapeDtypeStruct(x.shape, jnp.int32)
+    _, acts = jax.eval_shape(apply, params, tokens)
+    hooked = HookedModel.of(cfg, task)
+    via_hooks = tuple(n for n in dict.fromkeys(r.acts) if n not in acts)
+    bad = [n for n in via_hooks if n not in hooked.hook_names()]
     if bad:
-        raise ConfigError(f"record.acts: unknown activation(s) {shown(bad)}; this model has: {', '.join(sorted(acts))}")
+        raise ConfigError(f"record.acts: unknown activation(s) {shown(bad)}; this model's hook points are: "
+                          f"{', '.join(hooked.hook_names())}")
+    if via_hooks:  # read from the hooked forward pass (every position of every block, as TransformerLens)
+        acts = acts | jax.eval_shape(lambda p, t: hooked.run_with_cache(p, t, via_hooks)[1], params, tokens)
     dup = {n for n in (*r.acts, *r.params) if (*r.acts, *r.params).count(n) > 1}
     if dup:
         raise ConfigError(f"record: {shown(sorted(dup))} named twice")
@@ -309,7 +335,7 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
     groups = tuple((e, names, kind) for e, names, kind in
                    ((act_every, tuple(r.acts), "act"), (r.params_every, tuple(r.params), "param")) if names)
     return Recording(arrays, x if r.acts else np.zeros((0, task.n_ctx), np.int32), meta, groups, cfg.train.steps,
-                     select, tuple(r.neurons), r.dtype)
+                     select, tuple(r.neurons), r.dtype, hooked if via_hooks else None, via_hooks)
 
 
 def check_budget(rec: Recording, run_dir: Path, budget: int) -> None:

@@ -158,7 +158,7 @@ BAD_CLI = {
     "steps negative": (["--steps", "-5"], "train.steps"),
     "dropout 1.5": (["--set", "dropout=1.5"], "dropout"),
     "negative lr": (["--set", "lr=-1"], "optim.lr"),
-    "unknown activation": (["--set", "record.acts=blocks.0.mlp.hook_pre"], "unknown activation"),
+    "unknown activation": (["--set", "record.acts=blocks.0.mlp.hook_pree"], "unknown activation"),
     "unknown parameter": (["--set", "record.params=W_X"], "unknown parameter"),
     "neuron out of range": (["--set", "record.neurons=0,9999"], "out of range"),
     "neurons not ints": (["--set", "record.neurons=a,b"], "comma-separated ints"),

@@ -14,6 +14,7 @@ from _runhelp import Crash, crash_at
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
+from miiii.hooks import HookedModel
 from miiii.presets import get_preset
 from miiii.record import npy_nbytes, param_path
 from miiii.run import load_run
@@ -175,3 +176,31 @@ def test_log_spaced_recording_holds_the_every_step_rows_at_its_steps(small_run, 
     on_disk = sum(f.stat().st_size for f in (tmp_path / "log" / "acts").glob("*.npy"))
     trainer_rec = build(logged, make_task(logged.task))[1]
     assert on_disk == trainer_rec.nbytes
+
+
+def test_any_hook_point_records_with_its_byte_estimate(tmp_path):
+    """record.acts takes every hook point run.model.hook_names() lists: the ones the training pass does not emit
+    come from the hooked forward pass on the same parameters (the run's last record = the final parameters)."""
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=20", "chunk=10", "record.every=10", "record.params=",
+                                                     "record.inputs=grid:5", "record.positions=all",
+                                                     "record.dtype=float32", "record.neurons="])
+    names = HookedModel.of(cfg, make_task(cfg.task)).hook_names()
+    cfg = apply_overrides(cfg, [f"record.acts={','.join(names)}"])
+    summary = train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    run = load_run(tmp_path / "run")
+    assert set(run.acts) == set(names) and set(names) >= {"blocks.0.attn.hook_q", "blocks.0.mlp.hook_pre"}
+    on_disk = sum(f.stat().st_size for f in (tmp_path / "run" / "acts").glob("*.npy"))
+    assert summary["record_bytes"] == on_disk  # the estimate printed before anything was written, to the byte
+    x = np.load(tmp_path / "run" / "acts" / "inputs.npy")
+    _, cache = run.model.run_with_cache(run.params, x, names)
+    emitted = set(build(cfg, make_task(cfg.task))[1].via_hooks)
+    assert emitted and "blocks.0.mlp.hook_post" not in emitted  # the training pass's own stay as they were
+    for n in emitted:
+        np.testing.assert_allclose(run.acts[n][-1], np.asarray(cache[n]), rtol=1e-5, atol=1e-6, err_msg=n)
+        assert run.acts_index["arrays"][n]["axes"][0] == "step"
+
+
+def test_an_unknown_hook_point_lists_the_models_hook_points():
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["record.acts=blocks.0.mlp.hook_pree"])
+    with pytest.raises(ConfigError, match=r"unknown activation.*hook_pree.*blocks\.0\.attn\.hook_q"):
+        build(cfg, make_task(cfg.task))
