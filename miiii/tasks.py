@@ -138,7 +138,7 @@ class TaskSpec:
     answer: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None  # (x0, x1, p), each (N,) -> (N, S)
     moduli: Callable[[int], np.ndarray] | None = None  # p -> (S,) int32 classes of each output slot
     sample: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None  # (x0, x1, p) -> (N,) bool: the
-    # inputs that are samples; None: all p^2
+    # inputs that are samples (div: x1 != 0); None: all p^2
     # sequence tasks: `operands` numbers of n_digits digits each
     max_digits: int = 0  # task.n_digits from 1 to this
     operands: int = 0
@@ -157,7 +157,7 @@ class TaskSpec:
 
     @property
     def whole_grid(self) -> bool:
-        """A grid task whose samples are all p^2 inputs: the figures over the grid need every input."""
+        """A grid task whose samples are all p^2 inputs (not div's): the figures over the grid need every input."""
         return self.family == GRID and self.sample is None
 
     def seq_len(self, n_digits: int) -> int:
@@ -201,7 +201,7 @@ def digit_positions(digit_order: str) -> tuple[int, int]:
     return (1, 0) if digit_order == "high" else (0, 1)
 
 
-# ---------------------------------------------------------------- grid tasks (nanda, miiii)
+# ---------------------------------------------------------------- grid tasks (nanda, miiii, sub, mul, div)
 
 
 def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np.ndarray:
@@ -217,7 +217,7 @@ def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np
 
 def grid_labels(name: str, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Targets of the task's samples in grid order (all p^2 inputs, row i: n = i = x0 + x1*p, but for a task that
-    leaves some out: `TaskSpec.sample`) and the classes of each slot. miiii: one slot per prime q < p."""
+    leaves some out: div has no x1 = 0) and the classes of each slot. miiii: one slot per prime q < p."""
     spec = task_spec(name)
     x1, x0 = np.divmod(np.arange(p * p, dtype=np.int64), p)
     mask = spec.grid_mask(p)
@@ -451,6 +451,11 @@ def _mod_p(cfg: TaskConfig, moduli: np.ndarray) -> tuple[str, ...]:
     return (f"mod {cfg.p}",)
 
 
+def _inverses(p: int) -> np.ndarray:
+    """(p,) x^-1 mod p by Fermat (x^(p-2)), 0 at x = 0 (which has none)."""
+    return np.array([pow(v, p - 2, p) if v else 0 for v in range(p)], np.int64)
+
+
 _ONE_SLOT = lambda p: np.array([p], dtype=np.int32)  # one output slot of p classes
 
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
@@ -470,8 +475,15 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              encode=lambda r, n: encode_reversal(digits(r[:, 0], n)), length=lambda n: 2 * n + 1,
              answer_at=lambda n: n, unpredictable=lambda n: n - 1,
              probe=_reversal_probe, probe_form="12345", edge_cases=_reversal_cases),
+    # Power et al. 2022's modular tasks on nanda's layout [x0, x1, p]
+    TaskSpec("sub", GRID, "(x0 - x1) mod p (Power et al. 2022)", metric_names=_mod_p,
+             answer=lambda x0, x1, p: ((x0 - x1) % p)[:, None], moduli=_ONE_SLOT),
+    TaskSpec("mul", GRID, "(x0 * x1) mod p (Power et al. 2022)", metric_names=_mod_p,
+             answer=lambda x0, x1, p: ((x0 * x1) % p)[:, None], moduli=_ONE_SLOT),
+    TaskSpec("div", GRID, "x0 / x1 = x0 * x1^-1 mod p over x1 != 0: p(p - 1) samples (Power et al. 2022)",
+             metric_names=_mod_p, answer=lambda x0, x1, p: ((x0 * _inverses(p)[x1]) % p)[:, None],
+             moduli=_ONE_SLOT, sample=lambda x0, x1, p: x1 != 0),
 )}
-GRID_TASKS = tuple(name for name, spec in TASKS.items() if not spec.is_sequence)
 SEQUENCE_TASKS = tuple(name for name, spec in TASKS.items() if spec.is_sequence)
 VARIANTS = tuple(dict.fromkeys(v for spec in TASKS.values() for v in spec.variants))  # none, masked, basis
 
