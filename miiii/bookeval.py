@@ -18,19 +18,11 @@ from miiii.config import ConfigError
 from miiii.model import build_model, count_params
 from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
-from miiii.tasks import decode, encode_addition, encode_reversal, loss_floor, make_task
+from miiii.tasks import addition_edge_cases as addition_edge_cases  # the book's cases live in the registry now
+from miiii.tasks import decode, loss_floor, make_task, task_spec
 from miiii.train import config_steps_per_epoch, greedy_decode
 
-BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
 JUMP_THRESHOLDS = (0.5, 0.99)
-
-
-def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
-    """The book's six cases for n = 3; for other n the same roles (cascading carry, maximum, no carry)."""
-    if n == 3:
-        return BOOK_EDGE_CASES
-    top, ones = 10**n - 1, (10**n - 1) // 9
-    return ((0, 0), (top, 1), (top, top), (5 * 10 ** (n - 1),) * 2, (ones, 2 * ones), (top, 0))
 
 
 def epoch_length(cfg) -> int:
@@ -74,14 +66,9 @@ class Evaluator:
         return float(ce.mean()), float(exact.mean())
 
     def edge_cases(self) -> list[dict]:
-        """The book's check: each case decoded autoregressively, ones-first output, verdict."""
-        if self.task.name == "addition":
-            cases = addition_edge_cases(self.n)
-            a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
-            seq, names = encode_addition(a, b, self.n), [f"{x} + {y}" for x, y in cases]
-        else:  # the book's `1 2 3 4 5`, and all zeros / all nines
-            d = np.array([[(i + 1) % 10 for i in range(self.n)], [0] * self.n, [9] * self.n], np.int32)
-            seq, names = encode_reversal(d), [" ".join(map(str, r)) for r in d]
+        """The book's check: each case (the task's `TaskSpec.edge_cases`) decoded autoregressively, ones-first
+        output, verdict."""
+        names, seq = task_spec(self.task.name).edge_cases(self.n)
         out = greedy_decode(self.apply, self.params, seq[:, : self.prompt_len], seq.shape[1] - self.prompt_len)
         rows = []
         for name, s, o in zip(names, seq, out, strict=True):

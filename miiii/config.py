@@ -15,42 +15,22 @@ import types
 import typing
 from dataclasses import dataclass, field, fields, replace
 
+from miiii.errors import ConfigError, shown
+from miiii.tasks import SEQUENCE_TASKS, TASKS, VARIANTS, digit_positions, is_prime, sequence_length, task_spec
 
-class ConfigError(ValueError):
-    """A configuration a run cannot start from; the CLI prints it and exits with status 2."""
-
-
-GRID_TASKS = ("nanda", "miiii")  # one answer per input [x0, x1, p], read from the last position
-SEQUENCE_TASKS = ("addition", "reversal")  # token sequences, a prediction at every position (the book)
-TASKS = GRID_TASKS + SEQUENCE_TASKS
 INITS = ("he", "original", "torch", "nanda")  # model.init
-VARIANTS = ("none", "masked", "basis")
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
-
-
-def is_prime(n: int) -> bool:
-    return n >= 2 and all(n % r for r in range(2, math.isqrt(n) + 1))
-
-
-def digit_positions(digit_order: str) -> tuple[int, int]:
-    """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p, in a grid task's tokens."""
-    return (1, 0) if digit_order == "high" else (0, 1)
-
-
-def sequence_length(name: str, n_digits: int) -> int:
-    """Input tokens of a sequence task, which are also its target positions: `a+b=` and the sum ones-first on
-    n + 1 digits (3n + 3), or the digits, `=` and the digits reversed (2n + 1); the closing <EOS> is only a target."""
-    return 3 * n_digits + 3 if name == "addition" else 2 * n_digits + 1
 
 
 @dataclass(frozen=True)
 class TaskConfig:
-    name: str = "nanda"  # nanda | miiii | addition | reversal
-    p: int = 113  # nanda/miiii: the prime base; inputs are [x0, x1, p]
+    name: str = "nanda"  # a key of the registry tasks.TASKS: nanda | miiii | addition | reversal | ...
+    p: int = 113  # grid tasks: the prime base; inputs are [x0, x1, p]
     variant: str = "none"  # miiii: none | masked (q in {2,3,5,7} out of the loss) | basis (shuffled labels)
-    train_frac: float = 0.3  # nanda/miiii: share of the p^2 samples used for training (paper text: 0.3)
-    valid_size: int = 1000  # nanda/miiii: validation samples after the train split; the rest is test
-    split_seed: int = 0  # nanda/miiii: seed of the one permutation that makes the split
+    train_frac: float = 0.3  # grid tasks: share of the samples (all p^2 inputs, most tasks) used for training (paper
+    # text: 0.3)
+    valid_size: int = 1000  # grid tasks: validation samples after the train split; the rest is test
+    split_seed: int = 0  # grid tasks: seed of the one permutation that makes the split
     n_digits: int = 3  # addition: digits per operand; reversal: digits to reverse
     n_train: int = 50_000  # addition/reversal: training sequences (book: 50,000, seed 42)
     n_valid: int = 10_000  # addition/reversal: held-out sequences (book's test set: 10,000, seed 123)
@@ -58,7 +38,7 @@ class TaskConfig:
     valid_seed: int = 123  # addition/reversal: data seed of the held-out set (book)
     mixed_lengths: bool = False  # addition/reversal: training operands of 0..n_digits digits (held-out: n)
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
-    # nanda/miiii: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
+    # grid tasks: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
     # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order
     # of recordings (row i = n) are the same either way; only which position holds which digit changes.
     digit_order: str = "low"
@@ -73,7 +53,7 @@ class TaskConfig:
     @property
     def is_sequence(self) -> bool:
         """A sequence task (addition, reversal: tokens, a prediction at every position) rather than a grid task
-        (nanda, miiii: one answer per input [x0, x1, p])."""
+        (nanda, miiii, ...: one answer per input [x0, x1, p]): the registry's `TaskSpec.family`."""
         return self.name in SEQUENCE_TASKS
 
     @property
@@ -222,13 +202,6 @@ def sweepable(section: str) -> tuple[str, ...]:
     return tuple(name for sec, _, name in (k.partition(".") for k in SWEEPABLE) if sec == section)
 
 
-def shown(value, limit: int = 80) -> str:
-    """A user's value as a message echoes it: control characters escaped (the message stays one line), at most
-    `limit` characters (a 100,000-character value is not printed back whole)."""
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # ---------------------------------------------------------------- overrides
 
 
@@ -361,8 +334,9 @@ def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
         n_ctx, tasks, samples = m.n_ctx or t.seq_len, 1, t.n_train + t.n_valid
         n_train, slots = t.n_train, t.seq_len
     else:
-        qs = [q for q in range(2, t.p) if is_prime(q)] if t.name == "miiii" else [t.p]
-        vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), t.p * t.p
+        spec = task_spec(t.name)
+        qs = [int(q) for q in spec.moduli(t.p)]
+        vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), spec.n_samples(t)
         n_train, slots = int(t.train_frac * samples), len(qs)
     d = m.d_model
     params = (vocab + n_ctx) * d + m.n_layers * (4 * d * d + 2 * d * m.mlp_dim) + d * out
@@ -392,26 +366,27 @@ def validate(cfg: RunConfig) -> RunConfig:
     """Reject configs that cannot run, with a message that names the fix."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     check_ranges(cfg)
-    if t.name not in TASKS:
-        raise ConfigError(f"unknown task '{shown(t.name)}'; choose one of: {', '.join(TASKS)}")
+    spec = task_spec(t.name)  # ConfigError for a name the registry does not know
     if t.variant not in VARIANTS:
         raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(VARIANTS)}")
-    if t.variant != "none" and t.name != "miiii":
-        raise ConfigError(f"variant '{shown(t.variant)}' exists only for the miiii task")
+    if t.variant not in spec.variants:
+        having = [name for name, s in TASKS.items() if t.variant in s.variants]
+        raise ConfigError(f"variant '{shown(t.variant)}' exists only for the {' and '.join(having)} task"
+                          + "s" * (len(having) > 1))
     if t.digit_order not in ("low", "high"):
         raise ConfigError(f"task.digit_order = '{shown(t.digit_order)}': choose low ([x0, x1, p]) or high "
                           "([x1, x0, p])")
     if t.loss_over_tasks not in ("mean", "sum"):
         raise ConfigError(f"task.loss_over_tasks = '{shown(t.loss_over_tasks)}': choose mean or sum")
-    if not t.is_sequence:
-        least = 3 if t.name == "nanda" else 5
+    if not spec.is_sequence:
+        least = spec.min_p
         if t.p > 1000:  # before the primality test, whose trial division would take years at p = 2**61 - 1
             raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
         if t.p < least or not is_prime(t.p):
             raise ConfigError(f"task.p = {t.p}: {t.name} needs a prime p >= {least} (e.g. 113, 59, 37, 17)")
         if not (0 < t.train_frac < 1) or math.isnan(t.train_frac):
             raise ConfigError(f"task.train_frac = {t.train_frac} must lie strictly between 0 and 1")
-        n = t.p * t.p
+        n = spec.n_samples(t)
         n_train = int(t.train_frac * n)
         if n_train < 1:
             raise ConfigError(f"task.train_frac = {t.train_frac} leaves no training sample out of {n}")
@@ -421,12 +396,12 @@ def validate(cfg: RunConfig) -> RunConfig:
                 f"lower task.valid_size (at most {n - n_train}) or task.train_frac"
             )
     else:
-        if t.n_digits < 1 or t.n_digits > 30:
-            raise ConfigError(f"task.n_digits = {t.n_digits} must be between 1 and 30")
-        space = 10 ** (2 * t.n_digits) if t.name == "addition" else 10**t.n_digits
+        if t.n_digits < 1 or t.n_digits > spec.max_digits:
+            raise ConfigError(f"task.n_digits = {t.n_digits} must be between 1 and {spec.max_digits}")
+        space = spec.n_samples(t)
         if t.n_train < 1 or t.n_valid < 1:
             raise ConfigError("task.n_train and task.n_valid must be at least 1")
-        held_out = 2 * t.n_valid if t.name == "addition" else t.n_valid  # a+b and b+a both stay out of training
+        held_out = spec.held_out(t.n_valid)  # addition: a+b and b+a both stay out of training
         if t.n_train + held_out > space:
             raise ConfigError(
                 f"split impossible: {t.n_train} training + {held_out} held-out sequences exceed the {space} that "
@@ -449,12 +424,12 @@ def validate(cfg: RunConfig) -> RunConfig:
         if m.n_ctx < fed:
             raise ConfigError(f"model.n_ctx = {m.n_ctx} is shorter than the {fed} input tokens; set 0 or >= {fed}")
     elif m.n_ctx:
-        raise ConfigError("model.n_ctx is a setting of the sequence tasks (addition, reversal); leave it 0")
+        raise ConfigError(f"model.n_ctx is a setting of the sequence tasks ({', '.join(SEQUENCE_TASKS)}); leave it 0")
     if seq_task != (m.readout == "all"):
         want = "all" if seq_task else "last"
         raise ConfigError(f"task {t.name} reads its answer from {want} position(s): set model.readout={want}")
     if m.tie_head and not seq_task:
-        raise ConfigError("model.tie_head needs a task whose outputs are tokens (addition, reversal)")
+        raise ConfigError(f"model.tie_head needs a task whose outputs are tokens ({', '.join(SEQUENCE_TASKS)})")
     for k in ("lr", "weight_decay", "clip_norm", "lamb"):
         v = getattr(o, k)
         if math.isnan(v) or v < 0:

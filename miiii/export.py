@@ -20,7 +20,7 @@ from miiii.config import ConfigError
 from miiii.files import RunError, write_text_atomic
 from miiii.run import load_run
 from miiii.rundir import flatten_params, run_owning
-from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS
+from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS, task_spec
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
 
@@ -137,7 +137,7 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     check_output(out, force)
     run = load_run(run_dir)
     cfg = run.config
-    if cfg.task.name != "addition":
+    if not task_spec(cfg.task.name).exports_adder:
         raise ConfigError(f"{run_dir} is a '{cfg.task.name}' run; export-adder needs an addition run")
     if not run.params:
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")

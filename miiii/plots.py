@@ -19,9 +19,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from miiii import analysis as A  # noqa: E402
-from miiii.config import ConfigError, is_prime  # noqa: E402
+from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.run import Run, load_run  # noqa: E402
+from miiii.tasks import is_prime, task_spec  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 NEURONS = "blocks.0.mlp.hook_post"
@@ -130,7 +131,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
             ok = ~np.isnan(y[rows, k])
             ax.plot(step[ok], y[rows, k][ok], color=c, lw=1, label=nm)
         ax.set_xscale("log")
-        unit = "accuracy" if kind == "acc" else "loss / ln q" if run.config.task.name == "miiii" else "loss"
+        unit = "accuracy" if kind == "acc" else task_spec(run.config.task.name).loss_unit
         ax.set_ylabel(f"{split} {unit}")
         if kind == "acc":
             ax.set_ylim(-0.02, 1.02)
@@ -387,7 +388,7 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
         sel = sel[:, :, -1] if sel.ndim == 4 else sel  # (t, p*p, N)
         paths += fig_dominance(steps_of(run, NEURONS)[i], dominance_over_time(sel, p), out, label(run))
     logits = recorded_grid(run, "logits")
-    if run.config.task.name == "nanda" and logits is not None and "W_E" in run.acts:
+    if task_spec(run.config.task.name).nanda_progress and logits is not None and "W_E" in run.acts:
         # logits and W_E may be recorded at different rates: use the steps both have
         common, il, iw = np.intersect1d(steps_of(run, "logits"), steps_of(run, "W_E"), return_indices=True)
         j = sample_steps(len(common), max_steps, log=False)
@@ -461,13 +462,16 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
         paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)
         if not is_grid(run):
             continue
+        paths += fig_singular_vectors(run, out) + fig_embed_fft(run, out)
+        if not task_spec(run.config.task.name).whole_grid:  # some inputs are no samples: Run.inputs("grid") is the
+            continue  # samples alone, and the figures below need all p^2 inputs
         acts = grid_acts(run)
         with_acts.append((run, acts))
-        paths += fig_singular_vectors(run, out) + fig_embed_fft(run, out)
         paths += fig_neurons(run, acts, out, n=1) + fig_neurons(run, acts, out, n=3)
         paths += over_training(run, acts, out)
         paths += fig_frequency_ablation(run, frequency_ablation(run), out)
     if grid_runs:
         paths += fig_positional(grid_runs, out) + fig_singular_values(grid_runs, out)
+    if with_acts:
         paths += fig_attention(with_acts, out)
     return paths

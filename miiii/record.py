@@ -40,7 +40,7 @@ from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.hooks import HookedModel
 from miiii.model import param_names
 from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
-from miiii.tasks import EQUALS, PLUS, Task, decode, digits, encode_addition, encode_reversal, grid_inputs
+from miiii.tasks import EQUALS, PLUS, Task, decode, grid_inputs, read_probe
 
 GiB = 1 << 30
 
@@ -103,20 +103,10 @@ def npy_nbytes(shape: tuple[int, ...], dtype) -> int:
 def probe_tokens(task: Task, text: str) -> np.ndarray:
     """`123+456` (addition) or `12345` (reversal) -> the model input X (n_ctx tokens), answer included.
 
-    The probe's form decides its encoding; it must put its `+`/`=` where the task's sequences have them.
+    The probe's form decides its encoding (`tasks.read_probe`); it must put its `+`/`=` where the task's sequences
+    have them.
     """
-    s = text.replace(" ", "")
-    try:
-        if "+" in s:
-            a, b = s.split("+")
-            if len(a) != len(b):
-                raise ValueError
-            seq = encode_addition(np.array([int(a)]), np.array([int(b)]), len(a))[0]
-        else:
-            seq = encode_reversal(digits(np.array([int(s)]), len(s)))[0]
-    except ValueError:
-        raise ConfigError(f"record.probes: cannot read '{shown(text)}' (write 123+456 or 12345)") from None
-    x = seq[:-1]
+    x = read_probe(task.name, text)[:-1]
     ref = task.train.x[0]
     marks = np.isin(ref, [PLUS, EQUALS])
     if len(x) != len(ref) or not np.array_equal(x[marks], ref[marks]) or np.isin(x[~marks], [PLUS, EQUALS]).any():

@@ -69,8 +69,9 @@ class Run:
         return HookedModel.of(self.config, self.task)
 
     def inputs(self, split: str = "valid") -> np.ndarray:
-        """Tokens (N, n_ctx) of a split: train | valid | test, or grid (nanda/miiii: all p^2 inputs, row n = x0 +
-        x1 p, the order of `analysis.to_grid` and `interventions.remove_grid_frequencies`)."""
+        """Tokens (N, n_ctx) of a split: train | valid | test, or grid (a grid task's samples in the order of n =
+        x0 + x1 p: all p^2 inputs, row n, the order of `analysis.to_grid` and `interventions.remove_grid_frequencies`;
+        div: its p (p - 1) samples, x1 = 0 left out)."""
         return self._split(split)[0]
 
     def labels(self, split: str = "valid") -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The four tasks as data plus a loss and metrics, one representation for all of them.
+"""The tasks as data plus a loss and metrics, one representation for all of them, and the registry (`TASKS`) that
+holds everything else about each task.
 
 A task yields integer inputs `x (N, n_ctx)` and integer targets `y (N, S)` over S output *slots*
 (miiii: one slot per prime q; nanda: one slot; addition/reversal: one slot per position), and three
@@ -9,18 +10,25 @@ small arrays that say how slots become a loss and per-task metrics:
     groups      (K, S)  task k is correct on a sample when every slot in its group is (exact match)
     group_loss  (K, S)  task k's reported loss = sum_s group_loss[k, s] * mean_b CE[b, s]
 
-so the trainer and model never branch on the task's name.
+so the trainer and model never branch on the task's name. Nor does any other module: what differs between tasks
+(family, valid sizes, labels, probes, the book's edge cases, figures, export) is a field of its `TaskSpec` in
+`TASKS`, and `task_spec(name)` is how the rest of the package asks. A new task is one entry there.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from miiii.config import TASKS, ConfigError, TaskConfig, digit_positions, is_prime, sequence_length, shown
+from miiii.errors import ConfigError, shown
+
+if TYPE_CHECKING:
+    from miiii.config import TaskConfig
 
 # Book vocabulary: digits 0-9, then these four.
 PLUS, EQUALS, EOS, PAD = 10, 11, 12, 13
@@ -103,11 +111,97 @@ def class_buckets(n_classes: tuple[int, ...], max_buckets: int = 4) -> tuple[tup
     return best(0, max_buckets)[1]
 
 
+
+
+GRID, SEQUENCE = "grid", "sequence"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything about one task, its entry `TASKS[name]`: the rest of the package asks this, never the name.
+
+    The callables take and return numpy arrays (operands as int64, or Python ints in object arrays beyond int64).
+    """
+
+    name: str
+    # GRID: one answer per input [x0, x1, p] (x0, x1 < p, vocabulary p + 1), read at the last position; SEQUENCE:
+    # token sequences in the book's vocabulary, a prediction at every position
+    family: str
+    about: str  # what is learned, in one line
+    metric_names: Callable[[TaskConfig, np.ndarray], tuple[str, ...]]  # (config, classes per slot) -> metric columns
+    variants: tuple[str, ...] = ("none",)  # task.variant values it takes (make_grid_task: masked, basis)
+    loss_unit: str = "loss"  # what the per-task loss curves show (plots.fig_curves)
+    nanda_progress: bool = False  # Nanda et al.'s progress measures read its logits (plots.over_training)
+    exports_adder: bool = False  # export-adder accepts its runs
+    # grid tasks
+    min_p: int = 3  # the smallest prime p it accepts
+    answer: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None  # (x0, x1, p), each (N,) -> (N, S)
+    moduli: Callable[[int], np.ndarray] | None = None  # p -> (S,) int32 classes of each output slot
+    sample: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None  # (x0, x1, p) -> (N,) bool: the
+    # inputs that are samples (div: x1 != 0); None: all p^2
+    # sequence tasks: `operands` numbers of n_digits digits each
+    max_digits: int = 0  # task.n_digits from 1 to this
+    operands: int = 0
+    encode: Callable[[np.ndarray, int], np.ndarray] | None = None  # (N, operands), n -> (N, length(n) + 1) tokens
+    length: Callable[[int], int] | None = None  # n -> input tokens, which are also the target positions
+    answer_at: Callable[[int], int] | None = None  # n -> target index of the first answer token
+    unpredictable: Callable[[int], int] | None = None  # n -> target positions no model predicts (the loss floor)
+    commutative: bool = False  # (a, b) and (b, a) are one fact: a held-out pair keeps both out of training
+    probe: Callable[[str], np.ndarray] | None = None  # record.probes text -> its sequence; ValueError if not its form
+    probe_form: str = ""  # an example probe, for messages
+    edge_cases: Callable[[int], tuple[list[str], np.ndarray]] | None = None  # n -> the book's checks: names, sequences
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.family == SEQUENCE
+
+    @property
+    def whole_grid(self) -> bool:
+        """A grid task whose samples are all p^2 inputs (not div's): the figures over the grid need every input."""
+        return self.family == GRID and self.sample is None
+
+    def seq_len(self, n_digits: int) -> int:
+        """Input tokens of one sample: 3 for a grid task."""
+        return self.length(n_digits) if self.is_sequence else 3
+
+    def grid_mask(self, p: int) -> np.ndarray | None:
+        """(p^2,) bool over the grid in grid order (row i: n = x0 + x1*p = i): which inputs are samples; None: all."""
+        if self.sample is None:
+            return None
+        x1, x0 = np.divmod(np.arange(p * p, dtype=np.int64), p)
+        return self.sample(x0, x1, p)
+
+    def n_samples(self, t: TaskConfig) -> int:
+        """Distinct samples there are: grid inputs with a label, or sequences of `t.n_digits`-digit operands."""
+        if self.is_sequence:
+            return 10 ** (self.operands * t.n_digits)
+        mask = self.grid_mask(t.p)
+        return t.p * t.p if mask is None else int(mask.sum())
+
+    def held_out(self, n_valid: int) -> int:
+        """Sequences that `n_valid` held-out ones keep out of training (addition: a+b and b+a)."""
+        return 2 * n_valid if self.commutative else n_valid
+
+    def loss_floor(self, n_digits: int) -> float:
+        """Population loss of a model that predicts every deterministic token exactly: the unpredictable positions
+        (operand digits after the first, uniform over 10) over all target positions."""
+        return self.unpredictable(n_digits) * math.log(10) / self.length(n_digits)
+
+
+def is_prime(n: int) -> bool:
+    return n >= 2 and all(n % r for r in range(2, math.isqrt(n) + 1))
+
+
 def primes_below(p: int) -> np.ndarray:
     return np.array([q for q in range(2, p) if is_prime(q)], dtype=np.int32)
 
 
-# ---------------------------------------------------------------- nanda and miiii
+def digit_positions(digit_order: str) -> tuple[int, int]:
+    """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p, in a grid task's tokens."""
+    return (1, 0) if digit_order == "high" else (0, 1)
+
+
+# ---------------------------------------------------------------- grid tasks (nanda, miiii, sub, mul, div)
 
 
 def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np.ndarray:
@@ -122,23 +216,27 @@ def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np
 
 
 def grid_labels(name: str, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """Targets over the grid (row i: n = i = x0 + x1*p) and the modulus of each slot. miiii: one slot per prime
-    q < p."""
-    n = np.arange(p * p, dtype=np.int64)
-    if name == "nanda":
-        return ((n % p + n // p) % p)[:, None].astype(np.int32), np.array([p], dtype=np.int32)
-    qs = primes_below(p)
-    return (n[:, None] % qs[None, :]).astype(np.int32), qs
+    """Targets of the task's samples in grid order (all p^2 inputs, row i: n = i = x0 + x1*p, but for a task that
+    leaves some out: div has no x1 = 0) and the classes of each slot. miiii: one slot per prime q < p."""
+    spec = task_spec(name)
+    x1, x0 = np.divmod(np.arange(p * p, dtype=np.int64), p)
+    mask = spec.grid_mask(p)
+    if mask is not None:
+        x0, x1 = x0[mask], x1[mask]
+    return spec.answer(x0, x1, p).astype(np.int32), spec.moduli(p)
 
 
 def split_sizes(cfg: TaskConfig) -> tuple[int, int, int]:
-    n = cfg.p * cfg.p
+    n = task_spec(cfg.name).n_samples(cfg)
     n_train = int(math.floor(cfg.train_frac * n))
     return n_train, cfg.valid_size, n - n_train - cfg.valid_size
 
 
 def make_grid_task(cfg: TaskConfig) -> Task:
+    spec = task_spec(cfg.name)
     x = grid_inputs(cfg.p, cfg.digit_order)
+    mask = spec.grid_mask(cfg.p)
+    x = x if mask is None else x[mask]
     y, moduli = grid_labels(cfg.name, cfg.p)
     if cfg.variant == "basis":  # the labels of every task shuffled across samples: nothing to learn
         y = y[np.random.default_rng(cfg.basis_seed).permutation(len(y))]
@@ -154,7 +252,6 @@ def make_grid_task(cfg: TaskConfig) -> Task:
         on &= ~np.isin(moduli, [2, 3, 5, 7])
     inv_ln = (1.0 / np.log(moduli)).astype(np.float32)
     loss_weight = np.where(on, inv_ln, 0.0).astype(np.float32) / (1 if cfg.loss_over_tasks == "sum" else on.sum())
-    names = tuple(f"q={q}" for q in moduli) if cfg.name == "miiii" else (f"mod {cfg.p}",)
     return Task(
         name=cfg.name,
         train=train,
@@ -165,11 +262,11 @@ def make_grid_task(cfg: TaskConfig) -> Task:
         loss_weight=loss_weight,
         groups=np.eye(n_slots, dtype=bool),
         group_loss=np.diag(inv_ln).astype(np.float32),
-        task_names=names,
+        task_names=spec.metric_names(cfg, moduli),
     )
 
 
-# ---------------------------------------------------------------- addition and reversal
+# ---------------------------------------------------------------- sequence tasks (addition, reversal)
 
 
 def digits(v: np.ndarray, n: int) -> np.ndarray:
@@ -242,23 +339,21 @@ def _draw_distinct(
     return np.array(out)
 
 
+
+
 def make_sequence_task(cfg: TaskConfig) -> Task:
+    spec = task_spec(cfg.name)
     n = cfg.n_digits
-    if cfg.name == "addition":
-        n_ops, encode = 2, lambda r: encode_addition(r[:, 0], r[:, 1], n)
-        answer_start = 2 * n + 1  # Y index of the first answer digit (after `a+b=`, shifted by one)
-    else:
-        n_ops, encode = 1, lambda r: encode_reversal(digits(r[:, 0], n))
-        answer_start = n  # Y index of the first reversed digit
-    # Held-out set first (book seed 123), then the training set (seed 42) drawn without those pairs,
+    answer_start = spec.answer_at(n)
+    # Held-out set first (book seed 123), then the training set (seed 42) drawn without those operands,
     # an improvement over the book, whose test pairs can also appear in training.
-    valid_ops = _draw_distinct(np.random.default_rng(cfg.valid_seed), n_ops, n, cfg.n_valid, set())
+    valid_ops = _draw_distinct(np.random.default_rng(cfg.valid_seed), spec.operands, n, cfg.n_valid, set())
     held_out = {tuple(int(v) for v in r) for r in valid_ops}
-    if cfg.name == "addition":  # a+b and b+a are different sequences but the same fact: keep both out
+    if spec.commutative:  # a+b and b+a are different sequences but the same fact: keep both out
         held_out |= {k[::-1] for k in held_out}
-    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), n_ops, n, cfg.n_train, held_out,
+    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, n, cfg.n_train, held_out,
                                mixed=cfg.mixed_lengths)
-    train_seq, valid_seq = encode(train_ops), encode(valid_ops)
+    train_seq, valid_seq = spec.encode(train_ops, n), spec.encode(valid_ops, n)
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)
     groups[0, answer_start:] = True  # exact match over the answer digits and <EOS>
@@ -272,22 +367,130 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
         loss_weight=np.full(s, 1.0 / s, np.float32),  # mean CE over all target positions (book)
         groups=groups,
         group_loss=np.full((1, s), 1.0 / s, np.float32),
-        task_names=(cfg.name,),
+        task_names=spec.metric_names(cfg, np.full(s, BOOK_VOCAB, np.int32)),
         answer_start=answer_start,
     )
 
 
 def make_task(cfg: TaskConfig) -> Task:
-    if cfg.name not in TASKS:
-        raise ConfigError(f"unknown task '{shown(cfg.name)}'; choose one of: {', '.join(TASKS)}")
-    return make_sequence_task(cfg) if cfg.is_sequence else make_grid_task(cfg)
+    return make_sequence_task(cfg) if task_spec(cfg.name).is_sequence else make_grid_task(cfg)
 
 
 def loss_floor(name: str, n_digits: int) -> float:
-    """Population loss of a model that predicts every deterministic token exactly.
+    """Population loss of a model that predicts every deterministic token exactly (`TaskSpec.loss_floor`).
 
     Only the operand digits after the first are unpredictable (uniform over 10): addition has 2n-1 of
-    them over 3n+3 target positions, reversal n-1 over 2n+1 (`config.sequence_length`).
+    them over 3n+3 target positions, reversal n-1 over 2n+1 (`sequence_length`).
     """
-    unpredictable = 2 * n_digits - 1 if name == "addition" else n_digits - 1
-    return unpredictable * math.log(10) / sequence_length(name, n_digits)
+    return task_spec(name).loss_floor(n_digits)
+
+
+def sequence_length(name: str, n_digits: int) -> int:
+    """Input tokens of a task's sample, which are also its target positions: `a+b=` and the sum ones-first on
+    n + 1 digits (3n + 3), or the digits, `=` and the digits reversed (2n + 1); the closing <EOS> is only a target.
+    3 for a grid task."""
+    return task_spec(name).seq_len(n_digits)
+
+
+def read_probe(name: str, text: str) -> np.ndarray:
+    """A `record.probes` text -> its whole sequence (answer and <EOS> included), read in the form of task `name`,
+    else of another sequence task (so a probe of the wrong task is read, and then found not to fit the run)."""
+    s = text.replace(" ", "")
+    own = task_spec(name)
+    readers = [own] + [spec for spec in TASKS.values() if spec is not own]
+    for spec in readers:
+        if spec.probe is not None:
+            try:
+                return spec.probe(s)
+            except ValueError:
+                pass
+    forms = " or ".join(spec.probe_form for spec in TASKS.values() if spec.probe is not None)
+    raise ConfigError(f"record.probes: cannot read '{shown(text)}' (write {forms})")
+
+
+def _addition_probe(s: str) -> np.ndarray:
+    a, b = s.split("+")  # ValueError unless exactly one +
+    if len(a) != len(b):
+        raise ValueError
+    return encode_addition(np.array([int(a)]), np.array([int(b)]), len(a))[0]
+
+
+def _reversal_probe(s: str) -> np.ndarray:
+    if not (s.isascii() and s.isdigit()):
+        raise ValueError
+    return encode_reversal(digits(np.array([int(s)]), len(s)))[0]
+
+
+BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
+
+
+def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
+    """The book's six cases for n = 3; for other n the same roles (cascading carry, maximum, no carry)."""
+    if n == 3:
+        return BOOK_EDGE_CASES
+    top, ones = 10**n - 1, (10**n - 1) // 9
+    return ((0, 0), (top, 1), (top, top), (5 * 10 ** (n - 1),) * 2, (ones, 2 * ones), (top, 0))
+
+
+def _addition_cases(n: int) -> tuple[list[str], np.ndarray]:
+    cases = addition_edge_cases(n)
+    a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
+    return [f"{x} + {y}" for x, y in cases], encode_addition(a, b, n)
+
+
+def _reversal_cases(n: int) -> tuple[list[str], np.ndarray]:
+    """The book's `1 2 3 4 5`, and all zeros / all nines."""
+    d = np.array([[(i + 1) % 10 for i in range(n)], [0] * n, [9] * n], np.int32)
+    return [" ".join(map(str, r)) for r in d], encode_reversal(d)
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def _mod_p(cfg: TaskConfig, moduli: np.ndarray) -> tuple[str, ...]:
+    return (f"mod {cfg.p}",)
+
+
+def _inverses(p: int) -> np.ndarray:
+    """(p,) x^-1 mod p by Fermat (x^(p-2)), 0 at x = 0 (which has none)."""
+    return np.array([pow(v, p - 2, p) if v else 0 for v in range(p)], np.int64)
+
+
+_ONE_SLOT = lambda p: np.array([p], dtype=np.int32)  # one output slot of p classes
+
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
+    TaskSpec("nanda", GRID, "(x0 + x1) mod p (Nanda et al. 2023)", metric_names=_mod_p, nanda_progress=True,
+             answer=lambda x0, x1, p: ((x0 + x1) % p)[:, None], moduli=_ONE_SLOT),
+    TaskSpec("miiii", GRID, "n = x0 + x1*p mod every prime q < p, one task each (the paper)",
+             metric_names=lambda cfg, moduli: tuple(f"q={q}" for q in moduli), variants=("none", "masked", "basis"),
+             loss_unit="loss / ln q", min_p=5, answer=lambda x0, x1, p: (x0 + x1 * p)[:, None] % primes_below(p),
+             moduli=primes_below),
+    TaskSpec("addition", SEQUENCE, "a + b = the sum written ones-first (the book)",
+             metric_names=lambda cfg, _: (cfg.name,), exports_adder=True, max_digits=30, operands=2,
+             encode=lambda r, n: encode_addition(r[:, 0], r[:, 1], n), length=lambda n: 3 * n + 3,
+             answer_at=lambda n: 2 * n + 1, unpredictable=lambda n: 2 * n - 1, commutative=True,
+             probe=_addition_probe, probe_form="123+456", edge_cases=_addition_cases),
+    TaskSpec("reversal", SEQUENCE, "the digits reversed (the book)",
+             metric_names=lambda cfg, _: (cfg.name,), max_digits=30, operands=1,
+             encode=lambda r, n: encode_reversal(digits(r[:, 0], n)), length=lambda n: 2 * n + 1,
+             answer_at=lambda n: n, unpredictable=lambda n: n - 1,
+             probe=_reversal_probe, probe_form="12345", edge_cases=_reversal_cases),
+    # Power et al. 2022's modular tasks on nanda's layout [x0, x1, p]
+    TaskSpec("sub", GRID, "(x0 - x1) mod p (Power et al. 2022)", metric_names=_mod_p,
+             answer=lambda x0, x1, p: ((x0 - x1) % p)[:, None], moduli=_ONE_SLOT),
+    TaskSpec("mul", GRID, "(x0 * x1) mod p (Power et al. 2022)", metric_names=_mod_p,
+             answer=lambda x0, x1, p: ((x0 * x1) % p)[:, None], moduli=_ONE_SLOT),
+    TaskSpec("div", GRID, "x0 / x1 = x0 * x1^-1 mod p over x1 != 0: p(p - 1) samples (Power et al. 2022)",
+             metric_names=_mod_p, answer=lambda x0, x1, p: ((x0 * _inverses(p)[x1]) % p)[:, None],
+             moduli=_ONE_SLOT, sample=lambda x0, x1, p: x1 != 0),
+)}
+SEQUENCE_TASKS = tuple(name for name, spec in TASKS.items() if spec.is_sequence)
+VARIANTS = tuple(dict.fromkeys(v for spec in TASKS.values() for v in spec.variants))  # none, masked, basis
+
+
+def task_spec(name: str) -> TaskSpec:
+    """The registry's entry of task `name`; ConfigError naming the known tasks for any other name."""
+    spec = TASKS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ConfigError(f"unknown task '{shown(name)}'; choose one of: {', '.join(TASKS)}")
+    return spec

@@ -12,14 +12,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "miiii"
 
 # Bottom to top: the code map. A module may import only modules before it.
 LAYERS = (
+    "errors",  # ConfigError, shown
     "files",  # atomic writes, RunError
     "compile_cache",  # jax's persistent compilation cache
     "analysis",  # numpy: Fourier, SVD, statistics
     "cadence",  # which steps are evaluated, recorded, kept
     "grokfast",  # the EMA / MA gradient filters (optax)
     "metrics",  # the per-step metrics table
-    "config",  # RunConfig, --set, validation
-    "tasks",  # the task registry: data, labels, loss description
+    "tasks",  # the task registry: data, labels, loss description, every rule of a task
+    "config",  # RunConfig, --set, validation (asks the task registry)
     "presets",  # named RunConfigs
     "model",  # the Flax transformer family
     "optim",  # the optax chain
@@ -45,10 +46,25 @@ LAYERS = (
 )
 
 
+def _runtime_nodes(tree):
+    """Every node but those under `if TYPE_CHECKING:` (imports for type hints only, never executed)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            test = child.test if isinstance(child, ast.If) else None
+            if test is not None and "TYPE_CHECKING" in ast.unparse(test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
 def imports(path: Path) -> set[str]:
-    """The miiii modules `path` imports anywhere in it (top level or inside a function)."""
+    """The miiii modules `path` imports anywhere in it (top level or inside a function), type-checking-only
+    imports aside."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "miiii":
             out |= {a.name for a in node.names} if node.module == "miiii" else {node.module.split(".")[1]}
         elif isinstance(node, ast.Import):
@@ -64,9 +80,10 @@ def test_every_module_is_placed_and_every_import_goes_down():
     assert not upward, f"imports that go up the layers (or cycle): {upward}"
 
 
-def test_the_check_sees_function_level_imports(tmp_path):
+def test_the_check_sees_function_level_imports_and_skips_type_checking_ones(tmp_path):
     f = tmp_path / "rundir.py"
-    f.write_text("def f():\n    from miiii.run import load_run\n")
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from miiii.config import RunConfig\n"
+                 "def f():\n    from miiii.run import load_run\n")
     assert imports(f) == {"run"}
 
 

@@ -8,8 +8,8 @@ import numpy as np
 from miiii import apply_overrides, get_preset
 from miiii import metrics as M
 from miiii.config import RecordConfig
-from miiii.rundir import flatten_params, read_metrics_log
 from miiii.run import load_run
+from miiii.rundir import flatten_params, read_metrics_log
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
 

@@ -210,3 +210,109 @@ def test_class_buckets_minimise_the_logits_computed():
     best = min(cost(c) for k in range(4) for c in itertools.combinations(range(1, len(small)), k))
     assert sum((s1 - s0) * w for s0, s1, w in class_buckets(small)) == best
     assert class_buckets((113,)) == ((0, 1, 113),)
+
+
+# ---------------------------------------------------------------- the registry and Power et al.'s tasks
+
+
+def power_answer(name, x0, x1, p):
+    """(x0 op x1) mod p with Python ints; div by searching the z with z * x1 = x0 (mod p), beside pow(x1, -1, p)."""
+    if name == "sub":
+        return (x0 - x1) % p
+    if name == "mul":
+        return (x0 * x1) % p
+    z = next(z for z in range(p) if (z * x1) % p == x0)
+    assert z == (x0 * pow(x1, -1, p)) % p
+    return z
+
+
+@pytest.mark.parametrize("name", ["sub", "mul", "div"])
+@pytest.mark.parametrize("p", [7, 13])
+def test_power_tasks_labels_and_split(name, p):
+    cfg = TaskConfig(name=name, p=p, train_frac=0.4, valid_size=9, split_seed=2)
+    task = make_task(cfg)
+    seen = []
+    for split in (task.train, task.valid, task.test):
+        for (x0, x1, eq), (y,) in zip(split.x, split.y, strict=True):
+            x0, x1 = int(x0), int(x1)
+            assert eq == p and y == power_answer(name, x0, x1, p)
+            seen.append((x0, x1))
+    grid = [(a, b) for a in range(p) for b in range(p) if name != "div" or b != 0]  # div: x1 != 0 only
+    assert sorted(seen) == grid  # every sample exactly once
+    n = p * (p - 1) if name == "div" else p * p
+    sizes = [len(task.train.x), len(task.valid.x), len(task.test.x)]
+    assert sizes == [math.floor(0.4 * n), 9, n - math.floor(0.4 * n) - 9] and sum(sizes) == n
+    assert task.d_vocab == p + 1 and task.n_classes.tolist() == [p] and task.task_names == (f"mod {p}",)
+    np.testing.assert_allclose(task.loss_weight, [1 / math.log(p)], rtol=1e-6)
+    np.testing.assert_array_equal(make_task(cfg).train.x, task.train.x)  # seeded
+
+
+def test_div_split_is_over_its_samples():
+    """validate counts div's p(p - 1) samples: a split that fits p^2 but not p(p - 1) is refused, naming the count."""
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["task.name=div", "p=11", "task.train_frac=0.5"])
+    validate(apply_overrides(cfg, ["task.valid_size=55"]))  # 55 train + 55 = 110 = 11 * 10
+    with pytest.raises(ConfigError, match="> 110 samples"):
+        validate(apply_overrides(cfg, ["task.valid_size=56"]))
+
+
+@pytest.mark.parametrize("name", ["sub", "mul", "div"])
+def test_power_tasks_train_from_the_nanda_preset(name, tmp_path):
+    """`--set task.name=NAME` on nanda-tiny trains, with its default recording (inputs: the whole p x p grid)."""
+    import json
+
+    from miiii.runner import train_run
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), [f"task.name={name}", "steps=20", "chunk=10", "record.every=10"])
+    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["task"] == name and s["task_names"] == ["mod 37"] and s["steps"] == 20
+    assert np.load(tmp_path / "run" / "acts" / "inputs.npy").shape == (37 * 37, 3)  # inputs only: all p^2
+
+
+def test_unknown_task_lists_the_registry():
+    from miiii.tasks import TASKS
+
+    for make in (lambda: validate(apply_overrides(get_preset("nanda-tiny"), ["task.name=modpow"])),
+                 lambda: make_task(TaskConfig(name="modpow"))):
+        with pytest.raises(ConfigError) as e:
+            make()
+        assert str(e.value) == f"unknown task 'modpow'; choose one of: {', '.join(TASKS)}"
+    assert {"nanda", "miiii", "addition", "reversal", "sub", "mul", "div"} <= set(TASKS)
+
+
+def test_each_task_has_its_own_smallest_p_and_variants():
+    """A grid task's minimum p is its registry entry's, not miiii's 5; miiii's variants are refused elsewhere."""
+    from miiii.tasks import TASKS, task_spec
+
+    for name in ("nanda", "sub", "mul", "div"):
+        assert task_spec(name).min_p == 3
+        validate(apply_overrides(get_preset("nanda-tiny"), [f"task.name={name}", "p=3", "task.valid_size=1"]))
+    with pytest.raises(ConfigError, match="miiii needs a prime p >= 5"):
+        validate(apply_overrides(get_preset("miiii-tiny"), ["p=3", "task.valid_size=1"]))
+    for name in TASKS:
+        base = get_preset("addition-tiny" if task_spec(name).is_sequence else "nanda-tiny")
+        for variant in ("masked", "basis"):
+            cfg = apply_overrides(base, [f"task.name={name}", f"task.variant={variant}"])
+            if name == "miiii":
+                continue
+            with pytest.raises(ConfigError, match=f"variant '{variant}' exists only for the miiii task"):
+                validate(cfg)
+
+
+def test_only_the_registry_compares_task_names():
+    """No module but tasks.py (and presets.py, which names presets' tasks) tests a task's name: what differs between
+    tasks is a field of its TaskSpec. report.py's "nanda" and "miiii" are the study's roles (runs), not tasks."""
+    import re
+    from pathlib import Path
+
+    from miiii.tasks import TASKS
+
+    names = "|".join(TASKS)
+    compare = re.compile(rf"""\b(task|t)\.name\s*(==|!=)|(==|!=)\s*["']({names})["']|["']({names})["']\s*(==|!=)"""
+                         rf"""|\bin\s*[(\[{{]\s*["']({names})["']""")
+    package = Path(__file__).resolve().parents[1] / "miiii"
+    found = [f"{f.name}:{i}: {line.strip()}" for f in sorted(package.glob("*.py"))
+             if f.name not in ("tasks.py", "presets.py", "report.py")
+             for i, line in enumerate(f.read_text().splitlines(), 1) if compare.search(line)]
+    assert compare.search('if cfg.task.name != "addition":') and compare.search("if t.name in ('miiii', 'nanda')")
+    assert not found, found
