@@ -71,7 +71,8 @@ def store_error(e: Exception) -> str:
     return text.splitlines()[0][:160] if text else type(e).__name__
 
 
-def describe(cfg: RunConfig, template: TrainState) -> str:
+def describe_checkpoints(cfg: RunConfig, template: TrainState) -> str:
+    """The run's one line on its checkpoints: the bytes of one, how many are kept, the most ckpt/ holds."""
     one, kept = state_nbytes(template), log_steps(cfg.train.steps, cfg.ckpt.keep_log)
     total = one * (cfg.ckpt.keep + len(kept))
     extra = f" + {len(kept)} log-spaced steps kept for good (ckpt.keep_log = {cfg.ckpt.keep_log})" if kept else ""
