@@ -23,8 +23,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install miiii with its dev tools (CPU JAX)
 
-install-gpu: $(STAMP)  ## install the CUDA build of JAX into .venv (CUDA=12 for older drivers)
-	$(BIN)/python -m pip install -U "jax[cuda$(or $(CUDA),13)]"
+install-gpu: $(STAMP)  ## install the CUDA build of the installed (tested) JAX into .venv (CUDA=12 for older drivers)
+	$(BIN)/python -m pip install "jax[cuda$(or $(CUDA),13)]==$$($(BIN)/python -c 'import jax; print(jax.__version__)')"
 	$(BIN)/python -c "import jax; print('devices:', jax.devices())"
 
 train: $(STAMP)  ## train the default preset (nanda-cpu: groks in minutes on a CPU); PRESET=… ARGS=…

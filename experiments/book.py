@@ -45,11 +45,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
-from miiii.bookeval import Evaluator, epoch_length, to_jsonable  # noqa: E402
+from miiii.bookeval import Evaluator, epoch_length  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
-from miiii.report import git_commit, provenance, provenance_table  # noqa: E402
+from miiii.provenance import git_commit, provenance, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import load_run  # noqa: E402
 from miiii.rundir import read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402

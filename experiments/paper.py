@@ -37,7 +37,8 @@ from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
-from miiii.report import provenance, write_results
+from miiii.provenance import provenance
+from miiii.report import write_results
 from miiii.run import load_run
 from miiii.runner import resume_run, train_run
 from miiii.sweep import member_dir, run_sweep

@@ -42,11 +42,10 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from miiii.bookeval import to_jsonable  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
-from miiii.report import git_commit, provenance_table  # noqa: E402
+from miiii.provenance import git_commit, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import Run  # noqa: E402
 from miiii.rundir import unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402

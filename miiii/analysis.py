@@ -1,4 +1,4 @@
-"""Pure numpy analysis of trained (or training) models: Fourier, SVD, correlations, progress measures.
+"""Numpy analysis of trained (or training) models: Fourier, SVD, correlations, progress measures (scipy.stats tests).
 
 Every function takes explicit arrays and returns arrays or numbers; nothing reads a run directory
 (`miiii.plots` does that). Conventions:
@@ -15,6 +15,7 @@ Every function takes explicit arrays and returns arrays or numbers; nothing read
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
 ACTIVE_STD = 2.0  # paper: active above mean + 2 std
 GROK_THRESHOLD = 0.99  # paper/runner: a task has grokked at its first step with validation accuracy >= 0.99
@@ -290,62 +291,74 @@ def svd_tick(S: np.ndarray, frac: float) -> int:
 
 
 def spearman(a, b) -> float:
-    """Spearman rank correlation (ties get their mean rank); NaN for fewer than two pairs."""
+    """Spearman's rank correlation (`scipy.stats.spearmanr`: ties at their mean rank); NaN for fewer than two pairs.
+
+    It replaced a hand-written Pearson correlation of the ranks: the same value up to float rounding (a few ulp; 1.0
+    may read 0.9999999999999999), tests/test_scipy_stats.py."""
     if len(a) < 2:
         return float("nan")
-    return pearson(_ranks(a), _ranks(b))
-
-
-def _ranks(x) -> np.ndarray:
-    x = np.asarray(x, dtype=float)
-    order = np.argsort(x, kind="stable")
-    r = np.empty(len(x))
-    r[order] = np.arange(len(x))
-    for v in np.unique(x):  # ties: the mean of their ranks
-        r[x == v] = r[x == v].mean()
-    return r
+    return float(stats.spearmanr(a, b).statistic)
 
 
 def permutation_p(a, b, n_perm: int = 10_000, seed: int = 0) -> float:
-    """Two-sided permutation p-value of Spearman's rho(a, b): the share of random pairings (and the observed one)
-    whose |rho| reaches the observed |rho|."""
-    ra, rb = _ranks(a), _ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    obs = abs(ra @ rb)
-    perms = np.random.default_rng(seed).permuted(np.tile(rb, (n_perm, 1)), axis=1)  # (n_perm, n)
-    return float((1 + (np.abs(perms @ ra) >= obs - 1e-9).sum()) / (n_perm + 1))
+    """Two-sided permutation p-value of Spearman's rho(a, b): the share of pairings of a's ranks with b's whose |rho|
+    reaches the observed |rho| (`scipy.stats.permutation_test`, permutation_type="pairings").
+
+    With n! > n_perm (n >= 8 pairs at 10,000: every table the report tests, `report.MIN_ORDER_TASKS`) these are
+    n_perm random pairings from `np.random.default_rng(seed)` and the observed one, p = (1 + hits) / (n_perm + 1),
+    p >= 1 / (n_perm + 1). With n! <= n_perm it is every pairing once, the exact p. What changed when scipy replaced
+    the hand-written test: at n >= 8 nothing (scipy draws its pairings with `rng.permuted` as that code did: the same
+    pairings from the same seed, the same p bit for bit); at n <= 7 the hand-written test drew n_perm random pairings
+    too, so its p differed from this exact one by its sampling error (sd <= 0.005 at 10,000; tests/test_scipy_stats.py).
+    """
+    if len(a) < 2:
+        return 1.0
+    ra, rb = stats.rankdata(a), stats.rankdata(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()  # |rank covariance|: |rho| up to a constant; exact in floats (k / 4)
+
+    def cov(y, axis=-1):
+        return np.abs(np.moveaxis(y, axis, -1) @ ra)
+
+    res = stats.permutation_test((rb,), cov, permutation_type="pairings", vectorized=True, n_resamples=n_perm,
+                                 alternative="greater", rng=np.random.default_rng(seed))
+    return float(res.pvalue)
 
 
 def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided Fisher exact p of k1/n1 vs k2/n2 successes: the hypergeometric probability of every table with
-    the same margins that is no more likely than the observed one (how many seeds grok, two implementations)."""
-    from math import comb
-
-    k, n = k1 + k2, n1 + n2
-    prob = {x: comb(k, x) * comb(n - k, n1 - x) / comb(n, n1) for x in range(max(0, k - n2), min(k, n1) + 1)}
-    return float(min(1.0, sum(q for q in prob.values() if q <= prob[k1] * (1 + 1e-9))))
+    """Two-sided Fisher exact p of k1/n1 vs k2/n2 successes (`scipy.stats.fisher_exact` of the 2x2 table): the
+    hypergeometric probability of every table with the same margins that is no more likely than the observed one
+    (how many seeds grok, two implementations). scipy counts a table as no more likely within a relative 1e-7 (the
+    hand-written test it replaced: 1e-9); the same p on every table results/book compares."""
+    return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
 
 
 def rank_sum_p(a, b, max_exact: int = 200_000, seed: int = 0) -> float:
     """Two-sided exact permutation p of the rank-sum (Mann-Whitney) statistic of samples a and b, ties at their
     mean rank: the share of all splits of the pooled values into groups of len(a) and len(b) whose rank sum lies
     at least as far from its mean as the observed one (when there are more than max_exact splits: max_exact random
-    ones and the observed, as `permutation_p`, so p >= 1 / (max_exact + 1))."""
-    from itertools import combinations
-    from math import comb
+    ones from `np.random.default_rng(seed)` and the observed, so p >= 1 / (max_exact + 1)).
 
-    r = _ranks(np.concatenate([np.asarray(a, float), np.asarray(b, float)]))
+    `scipy.stats.permutation_test` (permutation_type="independent") of |rank sum - its mean|, which gives the p of
+    the hand-written test it replaced bit for bit, on both paths (scipy draws one `rng.permutation` per random split,
+    as that code did). Not `scipy.stats.mannwhitneyu`: its method="exact" ignores ties (results/book's samples have
+    them: a seed that never jumps counts at budget + 1), and with a `PermutationMethod` its two-sided p is twice the
+    smaller one-sided p, which differs from this one where ties make the null distribution asymmetric (a = [1, 1],
+    b = [2, 2, 2]: 0.2 against 0.1). scipy wants two values in each group: a group of one is counted here (n splits)."""
+    r = stats.rankdata(np.concatenate([np.asarray(a, float), np.asarray(b, float)]))
     n, m = len(r), len(a)
     if m == 0 or m == n:
         return 1.0
-    centre = m * (n + 1) / 2  # the mean rank sum (ranks from 1; _ranks counts from 0, so shift)
-    obs = abs(r[:m].sum() + m - centre)
-    if comb(n, m) <= max_exact:
-        sums = np.array([r[list(c)].sum() for c in combinations(range(n), m)])
-        return float((np.abs(sums + m - centre) >= obs - 1e-9).mean())
-    rng = np.random.default_rng(seed)
-    sums = np.array([r[rng.permutation(n)[:m]].sum() for _ in range(max_exact)])
-    return float((1 + (np.abs(sums + m - centre) >= obs - 1e-9).sum()) / (max_exact + 1))
+    centre = m * (n + 1) / 2  # the mean rank sum
+    if min(m, n - m) == 1:  # the n ways to split one value off
+        sums = r if m == 1 else r.sum() - r
+        return float((np.abs(sums - centre) >= abs(r[:m].sum() - centre) - 1e-9).mean())
+
+    def distance(x, y, axis=-1):
+        return np.abs(x.sum(axis) - centre)
+
+    res = stats.permutation_test((r[:m], r[m:]), distance, permutation_type="independent", vectorized=True,
+                                 n_resamples=max_exact, alternative="greater", rng=np.random.default_rng(seed))
+    return float(res.pvalue)
 
 
 def original_neuron_spectrum(neurons: np.ndarray, p: int) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.model import build_model, count_params
+from miiii.provenance import to_jsonable
 from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
 from miiii.tasks import addition_edge_cases as addition_edge_cases  # the book's cases live in the registry now
@@ -129,16 +130,6 @@ def print_report(r: dict) -> None:
     for c in r["edge_cases"]:
         print(f"    {c['case']:>25} | output '{c['output']}' | expected '{c['expected']}' | "
               f"{'CORRECT' if c['correct'] else 'WRONG'}")
-
-
-def to_jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
 
 
 def evaluate_to_file(run_dir: str | Path) -> dict:

@@ -34,6 +34,7 @@ from miiii.train import TrainState
 # orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also
 # reaches Checkpoints.save as an exception, which the run reports in one line
 logging.getLogger("absl").setLevel(logging.CRITICAL)
+ITEM = ocp.checkpoint_manager.DEFAULT_ITEM_NAME  # "default": a manager of one item saves it in STEP/default/
 
 
 def to_host(state: TrainState) -> TrainState:
@@ -71,7 +72,8 @@ def store_error(e: Exception) -> str:
     return text.splitlines()[0][:160] if text else type(e).__name__
 
 
-def describe(cfg: RunConfig, template: TrainState) -> str:
+def describe_checkpoints(cfg: RunConfig, template: TrainState) -> str:
+    """The run's one line on its checkpoints: the bytes of one, how many are kept, the most ckpt/ holds."""
     one, kept = state_nbytes(template), log_steps(cfg.train.steps, cfg.ckpt.keep_log)
     total = one * (cfg.ckpt.keep + len(kept))
     extra = f" + {len(kept)} log-spaced steps kept for good (ckpt.keep_log = {cfg.ckpt.keep_log})" if kept else ""
@@ -89,16 +91,18 @@ class Checkpoints:
         self.run_dir, self.cfg = Path(run_dir), cfg
         self.dir = self.run_dir / CKPT
         self.kept_for_good = log_steps(cfg.train.steps, cfg.ckpt.keep_log) if cfg else ()
-        keeping = dict(max_to_keep=keep)
-        if self.kept_for_good:
-            policies = ocp.checkpoint_managers
-            keeping = dict(preservation_policy=policies.AnyPreservationPolicy(
-                [policies.LatestN(n=keep), policies.CustomSteps(steps=list(self.kept_for_good))]))
+        policies = ocp.checkpoint_managers
+        keeping = [policies.LatestN(n=keep)] + ([policies.CustomSteps(steps=list(self.kept_for_good))]
+                                                if self.kept_for_good else [])
+        handler, registry = ocp.StandardCheckpointHandler(), ocp.handlers.DefaultCheckpointHandlerRegistry()
+        registry.add(ITEM, ocp.args.StandardSave, handler)  # one item, the state, in STEP/default/
+        registry.add(ITEM, ocp.args.StandardRestore, handler)
         self.mgr = ocp.CheckpointManager(
             self.dir.absolute(),
-            options=ocp.CheckpointManagerOptions(**keeping, create=not read_only, read_only=read_only,
+            options=ocp.CheckpointManagerOptions(preservation_policy=policies.AnyPreservationPolicy(keeping),
+                                                 create=not read_only, read_only=read_only,
                                                  enable_async_checkpointing=False),
-            item_handlers=ocp.StandardCheckpointHandler(),  # one item: not guessed from the newest step's folder
+            handler_registry=registry,
         )
 
     def checksums(self) -> dict[str, str]:
@@ -127,7 +131,16 @@ class Checkpoints:
 
     def restore(self, step: int, template: TrainState) -> TrainState:
         """Checkpoint `step` as saved (unverified); `template` may be abstract (jax.eval_shape of init)."""
-        return from_host(TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template)))))
+        return from_host(self._restore_host(step, template))
+
+    def _restore_host(self, step: int, template: TrainState) -> TrainState:
+        """Checkpoint `step` as numpy arrays. A manager given a handler registry learns whether its steps hold one
+        item or several from its first save, or else from the folder of the first step it restores: a step without
+        its default/ folder (a save cut short) is refused before orbax sees it, or the manager would expect several
+        items and fail every older, intact step with 'Must provide args of type Composite'."""
+        if not (self.dir / str(step) / ITEM).is_dir():
+            raise FileNotFoundError(f"{self.dir / str(step) / ITEM} is missing")
+        return TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template))))
 
     @staticmethod
     def _args(template: TrainState):
@@ -139,7 +152,7 @@ class Checkpoints:
         sums = self.checksums()
         if str(step) not in sums:
             raise ValueError(f"checkpoint {step} has no checksum in {self.run_dir / CKPT_META}")
-        host = TrainState(*jax.device_get(self.mgr.restore(step, args=self._args(template))))
+        host = self._restore_host(step, template)
         if checksum(host) != sums[str(step)]:
             raise ValueError(f"checkpoint {step} in {self.dir} is damaged (checksum mismatch)")
         return from_host(host)
@@ -156,11 +169,10 @@ class Checkpoints:
                 skipped.append(f"checkpoint {step} has no checksum (its save did not finish)")
                 continue
             try:
-                host = jax.device_get(self.mgr.restore(step, args=self._args(template)))
+                host = self._restore_host(step, template)
             except Exception as e:  # noqa: BLE001 - orbax raises many kinds on damaged files
                 skipped.append(f"checkpoint {step} does not restore ({type(e).__name__}: {str(e)[:120]})")
                 continue
-            host = TrainState(*host)
             if checksum(host) != sums[str(step)]:
                 skipped.append(f"checkpoint {step} is damaged (checksum mismatch)")
                 continue

@@ -344,7 +344,8 @@ def check_budget(rec: Recording, run_dir: Path, budget: int) -> None:
     )
 
 
-def describe(rec: Recording) -> str:
+def describe_recording(rec: Recording) -> str:
+    """The run's one line on its recording: the bytes acts/ will hold and each recorded array's count x shape."""
     if not rec.arrays:
         return "recording: nothing (record.acts and record.params are empty)"
     parts = [f"{a.name} {a.count}x{list(a.shape)}" for a in rec.arrays.values()]

@@ -13,8 +13,6 @@ missing), each a list of `Run`s in seed order (or one `Run`); the first of a rol
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -24,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from miiii import analysis as A
+from miiii.provenance import cell, provenance_table
 from miiii.run import Run
 
 SMALL = (2, 3, 5, 7)
@@ -477,10 +476,6 @@ def claims(runs: dict) -> list[dict]:
 # ---------------------------------------------------------------- results.md
 
 
-def _cell(v) -> str:
-    return str(v).replace("|", "/").replace("\n", " ")  # a '|' would split the markdown cell
-
-
 def _numbers(row: dict) -> str:
     if row["seeds"] < 2:
         return "–"
@@ -584,8 +579,8 @@ def results_markdown(runs: dict, title: str, notes: str = "", provenance: dict |
               "verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for i, r in enumerate(rows, 1):
         verdict = f"**{r['verdict']}**" + (f" ({r['why']})" if r["verdict"] == "not testable" and r["why"] else "")
-        lines.append(f"| {i} | “{_cell(r['claim'])}” | {_cell(r['source'])} | {_cell(r['paper'])} | "
-                     f"{_cell(r['rule'])} | {_cell(r['measured'])} | {_cell(_numbers(r))} | "
+        lines.append(f"| {i} | “{cell(r['claim'])}” | {cell(r['source'])} | {cell(r['paper'])} | "
+                     f"{cell(r['rule'])} | {cell(r['measured'])} | {cell(_numbers(r))} | "
                      f"{r['holds_in']}/{r['seeds']} | {verdict} |")
     lines += [""] + table3_section(runs) + svd_section(runs) + frequency_section(runs)
     lines += ["## Runs", "", "| role | seeds | run directories | task | p | d_model | λ | steps | init, EMA start, "
@@ -601,29 +596,6 @@ def results_markdown(runs: dict, title: str, notes: str = "", provenance: dict |
                      f"{c.optim.ema_init}, {'x1 (high)' if c.task.digit_order == 'high' else 'x0 (low)'} | "
                      f"{s.get('precision', c.train.precision)} | {s.get('wall_s', '–')} | {grokked} |")
     return "\n".join(lines) + "\n"
-
-
-def git_commit() -> str:
-    """HEAD of the repository this code runs from, with '-dirty' when tracked files differ from it: a bundle is
-    reproducible only from a clean commit."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        return subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
-def provenance(summary: dict, precision: str) -> dict:
-    """The first rows of every bundle's provenance table: the code (a clean commit or '-dirty'), when, the machine
-    and the numerics, read from a run's summary.json."""
-    return {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-            "device": f"{summary.get('device', '?')} ({summary.get('backend', '?')})",
-            "jax": summary.get("jax_version", "?"), "precision": precision}
-
-
-def provenance_table(provenance: dict) -> list[str]:
-    return ["| provenance | |", "| --- | --- |"] + [f"| {k} | {_cell(v)} |" for k, v in provenance.items()] + [""]
 
 
 def write_results(runs: dict, path: str | Path, title: str = "miiii: the paper's claims, judged as written",

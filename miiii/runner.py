@@ -26,14 +26,13 @@ from tqdm.auto import tqdm
 
 from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due
-from miiii.checkpoint import Checkpoints
-from miiii.checkpoint import describe as describe_checkpoints
+from miiii.checkpoint import Checkpoints, describe_checkpoints
 from miiii.claim import RunClaim, RunLock, check_new
 from miiii.config import ConfigError, RunConfig, validate
 from miiii.files import RunError, then
 from miiii.metricslog import MetricsLog
 from miiii.model import abstract_params, build_model, count_params
-from miiii.record import GiB, Recorder, check_budget, describe, plan
+from miiii.record import GiB, Recorder, check_budget, describe_recording, plan
 from miiii.rundir import (
     CONFIG,
     PARAMS,
@@ -153,7 +152,7 @@ def _start(cfg: RunConfig, run_dir: Path, claim: RunClaim, stop: _StopFlag, prog
     stop.check()
     trainer, rec = build(cfg, task)
     check_budget(rec, run_dir, rec.nbytes if record_budget is None else record_budget)
-    _say(describe(rec))
+    _say(describe_recording(rec))
     _say(describe_checkpoints(cfg, jax.eval_shape(trainer.init, cfg.train.seed)))
     stop.check()
     session = Session(cfg, task, trainer, run_dir, Recorder(run_dir, rec, create=True), tensorboard=tensorboard,

@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "miiii"
 LAYERS = (
     "errors",  # ConfigError, shown
     "files",  # atomic writes, RunError
+    "provenance",  # a bundle's commit, date, machine; JSON-ready values
     "compile_cache",  # jax's persistent compilation cache
     "analysis",  # numpy: Fourier, SVD, statistics
     "cadence",  # which steps are evaluated, recorded, kept
