@@ -45,7 +45,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
-from miiii.bookeval import Evaluator, epoch_length  # noqa: E402
+from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
@@ -55,6 +55,7 @@ from miiii.rundir import read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
 from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
+from miiii.train import steps_per_epoch  # noqa: E402
 
 ABLATIONS = {  # name: (config switches, what the book says breaks)
     "no_pos_embed": (["model.pos_embed=false", "record.params=W_E"], "cannot tell columns apart"),  # no W_pos
@@ -75,7 +76,7 @@ def configs(smoke: bool, ablation_epochs: int | None) -> dict[str, RunConfig]:
     for name, (switches, _) in ABLATIONS.items():
         cfg = apply_overrides(add, switches)
         if ablation_epochs and not smoke:
-            spe = epoch_length(cfg)
+            spe = steps_per_epoch(cfg.train, cfg.task.n_train)
             cfg = replace(cfg, train=replace(cfg.train, steps=ablation_epochs * spe))
         out[name] = cfg
     return out
@@ -326,7 +327,8 @@ def seed_record(run_dir: Path, seed: int) -> dict:
                 loss_floor=r["loss_floor"], valid_autoregressive_acc=r["valid_autoregressive_acc"],
                 valid_teacher_forced_acc=r["valid_teacher_forced_acc"], epochs=r["epochs"],
                 edge_cases=sum(e["correct"] for e in r["edge_cases"]), n_edge_cases=len(r["edge_cases"]),
-                valid_acc=c["valid_acc"].tolist(), batches_per_epoch=epoch_length(ev.cfg), wall_s=r["wall_s"],
+                valid_acc=c["valid_acc"].tolist(), wall_s=r["wall_s"],
+                batches_per_epoch=steps_per_epoch(ev.cfg.train, ev.cfg.task.n_train),
                 weight_decay=ev.cfg.optim.weight_decay, clip_norm=ev.cfg.optim.clip_norm)
 
 

@@ -49,7 +49,7 @@ from miiii.provenance import git_commit, provenance_table, to_jsonable  # noqa: 
 from miiii.run import Run  # noqa: E402
 from miiii.rundir import unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402
-from miiii.train import TrainState, config_steps_per_epoch, epoch_order, make_trainer, numerics, task_data  # noqa: E402
+from miiii.train import TrainState, epoch_order, make_trainer, numerics, steps_per_epoch, task_data  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from book import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402
@@ -82,7 +82,7 @@ def train_from(start: dict, epochs: int | None = None) -> tuple[Run, np.ndarray]
     cfg = get_preset(PRESET)
     task = make_task(cfg.task)
     n = len(task.train.x)
-    spe = config_steps_per_epoch(cfg.train, n)
+    spe = steps_per_epoch(cfg.train, n)
     epochs = epochs or cfg.train.steps // spe
     if len(start["orders"]) < epochs:
         raise ConfigError(f"the start of seed {start['seed']} holds {len(start['orders'])} epochs' orders, "

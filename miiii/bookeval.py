@@ -21,14 +21,11 @@ from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
 from miiii.tasks import addition_edge_cases as addition_edge_cases  # the book's cases live in the registry now
 from miiii.tasks import decode, loss_floor, make_task, task_spec
-from miiii.train import config_steps_per_epoch, greedy_decode
+from miiii.train import greedy_decode, steps_per_epoch
 
 JUMP_THRESHOLDS = (0.5, 0.99)
 
 
-def epoch_length(cfg) -> int:
-    """Steps in one epoch of a sequence-task config: `train.steps_per_epoch` on its training set."""
-    return config_steps_per_epoch(cfg.train, cfg.task.n_train)
 
 
 class Evaluator:
@@ -79,7 +76,7 @@ class Evaluator:
 
     def curves(self) -> dict:
         """Per epoch: mean minibatch training loss (the book's 'Loss') and held-out exact match after it."""
-        spe = epoch_length(self.cfg)
+        spe = steps_per_epoch(self.cfg.train, self.cfg.task.n_train)
         loss = np.asarray(self.run.metrics["loss"], np.float64)
         n_ep = len(loss) // spe
         epoch_loss = loss[: n_ep * spe].reshape(n_ep, spe).mean(1)

@@ -54,11 +54,11 @@ from miiii.rundir import (
 )
 from miiii.tasks import Task, make_task
 from miiii.train import (
-    config_steps_per_epoch,
     evaluate_split,
     greedy_decode,
     make_trainer,
     numerics,
+    steps_per_epoch,
     task_data,
 )
 
@@ -440,7 +440,7 @@ class Session:
 
     def postfix(self, done: int, metrics: dict) -> dict:
         """The progress bar's text after a chunk: epoch (minibatches), loss, validation accuracy, tasks at >= 0.99."""
-        per_epoch = config_steps_per_epoch(self.cfg.train, len(self.task.train.x))  # 1 at full batch
+        per_epoch = steps_per_epoch(self.cfg.train, len(self.task.train.x))  # 1 at full batch
         post = {"loss": f"{metrics['loss'][-1]:.4f}", "val_acc": f"{np.nanmean(self.last_valid):.3f}"}
         if per_epoch > 1:
             post = {"epoch": done // per_epoch} | post

@@ -69,17 +69,17 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
     return loss, task_loss, task_acc
 
 
-def steps_per_epoch(batch_size: int, n_train: int, keep_last: bool = False) -> int:
-    """Minibatches per epoch: n_train // batch full batches (the remainder waits for a later epoch), one more for
-    the remainder with `keep_last` (train.last_batch = keep); 1 at full batch."""
+def steps_per_epoch(train_cfg, n_train: int) -> int:
+    """An epoch's length in steps, for a run's TrainConfig on n_train training samples: 1 at full batch, else
+    n_train // batch_size full batches (the remainder waits for a later epoch), one more for the remainder with
+    train.last_batch = keep (a sequence task's n_train is its config's task.n_train)."""
+    return _batches(train_cfg.batch_size, n_train, train_cfg.last_batch == "keep")
+
+
+def _batches(batch_size: int, n_train: int, keep_last: bool) -> int:
     if not 0 < batch_size < n_train:
         return 1
     return -(-n_train // batch_size) if keep_last else max(n_train // batch_size, 1)
-
-
-def config_steps_per_epoch(train_cfg, n_train: int) -> int:
-    """`steps_per_epoch` of a run's TrainConfig (its batch size and last_batch) on n_train samples."""
-    return steps_per_epoch(train_cfg.batch_size, n_train, train_cfg.last_batch == "keep")
 
 
 def epoch_order(key, epoch, n_train: int):
@@ -102,7 +102,7 @@ def epoch_batch(order, i, batch: int, keep_last: bool = False):
 def batch_indices(key, step, n_train: int, batch: int, keep_last: bool = False):
     """Minibatch of `step` -> (indices, weight or None): epochs of steps_per_epoch batches, each epoch a fresh
     permutation (the trainer's order, which it computes once an epoch)."""
-    per_epoch = steps_per_epoch(batch, n_train, keep_last)
+    per_epoch = _batches(batch, n_train, keep_last)
     return epoch_batch(epoch_order(key, step // per_epoch, n_train), step % per_epoch, batch, keep_last)
 
 
@@ -173,7 +173,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
     n_train = len(task.train.x)
     batch = cfg.train.batch_size if 0 < cfg.train.batch_size < n_train else 0
     keep_last = cfg.train.last_batch == "keep"
-    per_epoch = config_steps_per_epoch(cfg.train, n_train)
+    per_epoch = steps_per_epoch(cfg.train, n_train)
     eval_every = cfg.train.eval_every
 
     def step(carry, data):
@@ -249,7 +249,7 @@ def make_chunk(cfg: RunConfig, task: Task, step: Callable, apply: Callable, reco
     recording and capturing states on the way when asked."""
     n_train = len(task.train.x)
     batch = 0 < cfg.train.batch_size < n_train
-    per_epoch = config_steps_per_epoch(cfg.train, n_train)
+    per_epoch = steps_per_epoch(cfg.train, n_train)
 
     def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None, snap_at=None):
         """Metrics at index i describe the parameters *before* update state.step + i.

@@ -10,13 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.bookeval import Evaluator, addition_edge_cases, epoch_length
+from miiii.bookeval import Evaluator, addition_edge_cases
 from miiii.config import ConfigError, apply_overrides, validate
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
 from miiii.rundir import flatten_params
 from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task
-from miiii.train import greedy_decode, make_trainer
+from miiii.train import greedy_decode, make_trainer, steps_per_epoch
 
 
 def answer_of(seq: np.ndarray, n: int) -> int:
@@ -95,14 +95,14 @@ def test_book_recipe_presets():
         o, t = cfg.optim, cfg.train
         assert (o.lr, o.b1, o.b2, o.weight_decay, o.warmup_steps, o.schedule, o.clip_norm) == (
             0.01, 0.9, 0.999, 0.01, 200, "cosine", 1.0)
-        assert t.batch_size == 512 and epoch_length(cfg) == 97 and t.steps == epochs * 97
+        assert t.batch_size == 512 and steps_per_epoch(cfg.train, cfg.task.n_train) == 97 and t.steps == epochs * 97
         assert (cfg.task.n_digits, cfg.task.n_train, cfg.task.n_valid, cfg.task.train_seed, cfg.task.valid_seed) == (
             n, 50_000, 10_000, 42, 123)
         m = cfg.model
         assert (m.d_model, m.d_mlp, m.n_layers, m.n_heads, m.causal, m.layer_norm, m.tie_head) == (
             32, 64, 2, 1, True, True, True)
     full = validate(apply_overrides(get_preset("addition"), ["train.batch_size=0"]))
-    assert epoch_length(full) == 1  # full batch when asked
+    assert steps_per_epoch(full.train, full.task.n_train) == 1  # full batch when asked
 
 
 @pytest.mark.parametrize("first", [0, 1])

@@ -137,7 +137,10 @@ def test_addition_wd01_is_the_book_recipe_at_weight_decay_0_1():
 def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_epochs():
     import pytest
 
-    from miiii.bookeval import epoch_length
+    from miiii.train import steps_per_epoch
+
+    def epoch_length(cfg):
+        return steps_per_epoch(cfg.train, cfg.task.n_train)
     from miiii.config import ConfigError, validate
 
     a, b = (get_preset(n) for n in ("addition", "addition-98"))
@@ -242,7 +245,7 @@ def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypa
     cfg = json.loads((sweep / "member_000" / "config.json").read_text())
     assert cfg["train"]["last_batch"] == "keep"
     b98 = json.loads((tmp_path / "batches98.json").read_text())
-    drop = book.epoch_length(smoke(True, None)["addition"])
+    drop = (lambda c: book.steps_per_epoch(c.train, c.task.n_train))(smoke(True, None)["addition"])
     assert [r["seed"] for r in b98["runs"]] == [0] and b98["runs"][0]["batches_per_epoch"] == drop + 1
     before = sorted(p.name for p in tmp_path.rglob("*"))
     assert book.main(["--smoke", "--gap", "--seeds", "1", "--out", str(tmp_path)]) == 0  # reused

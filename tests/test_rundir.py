@@ -68,3 +68,25 @@ def test_no_other_module_names_the_run_files_as_paths():
     package = Path(__file__).resolve().parents[1] / "miiii"
     offenders = [f.name for f in package.glob("*.py") if f.name != "rundir.py" and joined.search(f.read_text())]
     assert offenders == []
+
+
+OLD_RUN = Path(__file__).parent / "data" / "run_9fd6c36"  # written by commit 9fd6c36, before the core's split
+
+
+def test_a_run_written_before_the_split_still_loads_restores_and_resumes(tmp_path):
+    import shutil
+
+    from miiii.rundir import flatten_params, read_metrics_log
+    from miiii.runner import resume_run
+
+    run_dir = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run_dir)
+    run = load_run(run_dir)  # every activation row checked against its crc32
+    assert run.metrics["loss"].shape == (20,) and run.metrics["grad_norm"].shape[0] == 20
+    assert set(run.acts) == {"blocks.0.mlp.hook_post", "blocks.0.attn.hook_pattern", "W_E", "W_pos"}
+    assert run.kept_steps == [10, 20]
+    at_end = flatten_params(run.params_at(20))  # orbax restores the old checkpoint, verified
+    assert all(np.array_equal(at_end[k], v) for k, v in flatten_params(run.params).items())
+    log = read_metrics_log(run_dir)
+    np.testing.assert_array_equal(log["loss"], run.metrics["loss"][log["step"]])
+    assert resume_run(run_dir, progress=False) == run.summary  # finished: nothing to do

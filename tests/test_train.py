@@ -169,9 +169,12 @@ def test_vmap_over_seeds_matches_single_runs():
 def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
     """train.last_batch=keep (PyTorch's DataLoader): 70 samples in batches of 16 are 5 steps an epoch, the fifth of
     the permutation's last 6 samples, its loss their mean alone; the sixth step starts the next epoch's order."""
+    from miiii.config import TrainConfig
     from miiii.train import epoch_order, steps_per_epoch
 
-    assert (steps_per_epoch(16, 70), steps_per_epoch(16, 70, True), steps_per_epoch(16, 64, True)) == (4, 5, 4)
+    drop, keep = TrainConfig(batch_size=16), TrainConfig(batch_size=16, last_batch="keep")
+    assert (steps_per_epoch(drop, 70), steps_per_epoch(keep, 70), steps_per_epoch(keep, 64)) == (4, 5, 4)
+    assert steps_per_epoch(TrainConfig(batch_size=0), 70) == steps_per_epoch(TrainConfig(batch_size=70), 70) == 1
     cfg, task, trainer, data = setup("reversal-tiny", "n_train=70", "n_valid=8", "batch_size=16", "steps=6",
                                      "last_batch=keep")
     state, _ = trainer.chunk(trainer.init(0), data, 4)
