@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field, fields, replace
 
 from miiii.errors import ConfigError, shown
-from miiii.tasks import SEQUENCE_TASKS, TASKS, VARIANTS, digit_positions, is_prime, sequence_length, task_spec
+from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, digit_positions, is_prime, sequence_length, task_spec
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
@@ -138,7 +138,7 @@ class RecordConfig:
     positions: str = "last"  # last | all (sequence positions of activations that have them)
     neurons: tuple[int, ...] = ()  # MLP neuron indices kept (empty = all)
     every: int = 1  # activations every k steps (steps 0, k, 2k, ... and the last step if a multiple of k)
-    # > 0: activations at step 0 and ~log steps spread log-uniformly over the run instead (rundir.log_steps: every
+    # > 0: activations at step 0 and ~log steps spread log-uniformly over the run instead (cadence.log_steps: every
     # step early on, sparser later, for curves read on a log step axis); replaces `every`
     log: int = 0
     params_every: int = 1  # parameters every k steps
@@ -367,8 +367,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     check_ranges(cfg)
     spec = task_spec(t.name)  # ConfigError for a name the registry does not know
-    if t.variant not in VARIANTS:
-        raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(VARIANTS)}")
+    if t.variant not in TASK_VARIANTS:
+        raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(TASK_VARIANTS)}")
     if t.variant not in spec.variants:
         having = [name for name, s in TASKS.items() if t.variant in s.variants]
         raise ConfigError(f"variant '{shown(t.variant)}' exists only for the {' and '.join(having)} task"

@@ -485,7 +485,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              moduli=_ONE_SLOT, sample=lambda x0, x1, p: x1 != 0),
 )}
 SEQUENCE_TASKS = tuple(name for name, spec in TASKS.items() if spec.is_sequence)
-VARIANTS = tuple(dict.fromkeys(v for spec in TASKS.values() for v in spec.variants))  # none, masked, basis
+TASK_VARIANTS = tuple(dict.fromkeys(v for spec in TASKS.values() for v in spec.variants))  # none, masked, basis
 
 
 def task_spec(name: str) -> TaskSpec:
