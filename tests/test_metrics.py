@@ -49,3 +49,21 @@ def test_a_new_per_parameter_metric_is_one_entry_and_reaches_every_file(tmp_path
     log = read_metrics_log(tmp_path / "run")
     np.testing.assert_array_equal(log["weight_norm"], got[log["step"]])
     assert log["task_names"].tolist() == list(run.metrics["task_names"])
+
+
+def test_a_logged_per_parameter_metric_reaches_tensorboard(tmp_path, monkeypatch):
+    import pytest
+
+    pytest.importorskip("tensorboardX")
+    from test_ops import read_events
+
+    weight_norm = M.Metric("weight_norm", "param", True, lambda c: M.l2_per_array(c.params), "L2 norm")
+    monkeypatch.setattr(M, "METRICS", (*M.METRICS, weight_norm))
+    train_run(tiny(), tmp_path / "run", progress=False)
+    events = read_events(next((tmp_path / "run" / "tb").glob("events.out.tfevents.*")))
+    log = read_metrics_log(tmp_path / "run")
+    for step, scalars in events:
+        tags = [t for t in scalars if t.startswith("weight_norm/")]
+        assert len(tags) == log["weight_norm"].shape[1]
+        row = list(log["step"]).index(step)
+        assert [scalars[t] for t in tags] == log["weight_norm"][row].tolist()
