@@ -164,6 +164,9 @@ class RecordedArray:
     shape: tuple[int, ...]  # one record
     axes: tuple[str, ...]  # one record
     dtype: str
+    # the token positions its "pos" axis holds, when it has one: all of them, or only the last ones where the
+    # training pass computes no more (its final block at the last position only; the hooked pass has every one)
+    pos: tuple[int, ...] = ()
 
     @property
     def file(self) -> str:
@@ -255,6 +258,7 @@ class Recording:
         return {
             "arrays": {n: {"file": a.file, "shape": list(a.full_shape), "dtype": a.dtype, "axes": ["step", *a.axes],
                            "kind": a.kind, "every": None if log(a) else a.every, "count": a.count,
+                           **({"pos_index": list(a.pos)} if a.pos else {}),
                            "steps": list(a.every) if log(a) else None, "crc32": sums.get(n, [])}
                        for n, a in self.arrays.items()},
             "steps": steps,  # the step axis of every activation array (parameters: every/count of their own)
@@ -312,8 +316,9 @@ def plan(cfg: RunConfig, task: Task, apply, params) -> Recording:
         if pos is not None:
             shape, axes = shape[:pos] + shape[pos + 1:], axes[:pos] + axes[pos + 1:]
         select[n] = (pos, neu)
+        held = shape[axes.index("pos")] if "pos" in axes else 0  # positions held (shape and axes start alike)
         arrays[n] = RecordedArray(n, "act", act_every, int(rows_before(cfg.train.steps + 1, act_every)), shape,
-                                  tuple(axes), r.dtype)
+                                  tuple(axes), r.dtype, tuple(range(x.shape[1] - held, x.shape[1])))
     for n in r.params:
         leaf = _get(params, param_path(n))
         last = n.rsplit(".", 1)[-1]

@@ -32,7 +32,7 @@ from miiii.rundir import (
     read_params,
     read_summary,
 )
-from miiii.tasks import make_task
+from miiii.tasks import grid_inputs, make_task, task_spec
 
 
 @dataclass
@@ -69,13 +69,27 @@ class Run:
         return HookedModel.of(self.config, self.task)
 
     def inputs(self, split: str = "valid") -> np.ndarray:
-        """Tokens (N, n_ctx) of a split: train | valid | test, or grid (a grid task's samples in the order of n =
-        x0 + x1 p: all p^2 inputs, row n, the order of `analysis.to_grid` and `interventions.remove_grid_frequencies`;
-        div: its p (p - 1) samples, x1 = 0 left out)."""
+        """Tokens (N, n_ctx) of a split: train | valid | test, or grid (a grid task: all p^2 inputs [x0, x1, p], row
+        n = x0 + x1 p, the order of `analysis.to_grid`, `interventions.remove_grid_frequencies` and of a recording's
+        `record.inputs=grid`; for div this includes the p inputs x1 = 0, which are no samples)."""
+        if split == "grid" and not self.config.task.is_sequence:
+            return grid_inputs(self.config.task.p, self.config.task.digit_order)
         return self._split(split)[0]
 
     def labels(self, split: str = "valid") -> np.ndarray:
-        """Targets (N, n_slots) of a split, the task's own (miiii-basis: the shuffled ones)."""
+        """Targets (N, n_slots) of a split, the task's own (miiii-basis: the shuffled ones); grid: every input's, in
+        `inputs("grid")`'s order, for a task whose samples are all p^2 inputs."""
+        if split == "grid" and not self.config.task.is_sequence:
+            if not task_spec(self.config.task.name).whole_grid:
+                raise ConfigError(f"the {self.config.task.name} task labels only some of the p^2 inputs (its samples "
+                                  "are the rest of the grid): labels('grid') and what needs them (frequency "
+                                  "ablation, the figures over the grid) exist for tasks with all p^2 samples; use "
+                                  "train, valid or test")
+            t = self.task
+            parts = [s for s in (t.train, t.valid, t.test) if s is not None]
+            x, y = np.concatenate([s.x for s in parts]), np.concatenate([s.y for s in parts])
+            i0, i1 = self.config.task.digit_positions
+            return y[np.argsort(x[:, i0] + x[:, i1] * self.config.task.p)]
         return self._split(split)[1]
 
     def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -83,12 +97,6 @@ class Run:
         parts = {"train": t.train, "valid": t.valid, "test": t.test}
         if split in parts and parts[split] is not None:
             return parts[split].x, parts[split].y
-        if split == "grid" and not self.config.task.is_sequence:
-            x = np.concatenate([s.x for s in parts.values() if s is not None])
-            y = np.concatenate([s.y for s in parts.values() if s is not None])
-            i0, i1 = self.config.task.digit_positions
-            order = np.argsort(x[:, i0] + x[:, i1] * self.config.task.p)
-            return x[order], y[order]
         have = [k for k, v in parts.items() if v is not None] + ([] if self.config.task.is_sequence else ["grid"])
         raise ConfigError(f"split '{split}': this run has {', '.join(have)}")
 

@@ -213,14 +213,16 @@ def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
                           f"{Path(run_dir) / CKPT_META}); restore it or start a new run")
 
 
-def read_metrics(run_dir: Path, complete: tuple[str, ...] = ()) -> dict:
+def read_metrics(run_dir: Path, complete: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> dict:
     """metrics.npz ({} when there is none); `complete`: the metric names that must be present, each with one row
-    per step (a resume needs every metric its trainer computes)."""
+    per step; `optional`: the same for those that are present (a metric added to the table after the run began is
+    not)."""
     path = Path(run_dir) / METRICS
     if not path.is_file():
         return {}
     out = _read(path, _npz)
-    if complete:
+    if complete or optional:
+        complete = (*complete, *(k for k in optional if k in out))
         missing = [k for k in ("step", *complete) if k not in out]
         if missing or any(len(out[k]) != len(out["step"]) for k in complete):
             raise ConfigError(f"{path} is damaged (missing or ragged arrays: {missing or 'lengths differ'})")

@@ -195,7 +195,8 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     with _StopFlag() as stop, RunLock(run_dir):
-        metrics = read_metrics(run_dir, complete=tuple(m.name for m in trainer.metrics))
+        metrics = read_metrics(run_dir, complete=("loss",), optional=tuple(m.name for m in trainer.metrics))
+        added = [m.name for m in trainer.metrics if m.name not in metrics]  # metrics.METRICS grew since the run began
         ckpts = Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
@@ -231,7 +232,10 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             ckpts.delete_after(s)
             remove_summary(run_dir)
             for key, h in session.hist.items():
-                h[:s] = metrics[key][:s]
+                if key in metrics:
+                    h[:s] = metrics[key][:s]
+            if added:
+                _say(f"note: {', '.join(added)} did not exist when this run began: NaN before step {s}")
             session.save_metrics(s)
             recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
         except RunError as e:

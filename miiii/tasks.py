@@ -111,8 +111,6 @@ def class_buckets(n_classes: tuple[int, ...], max_buckets: int = 4) -> tuple[tup
     return best(0, max_buckets)[1]
 
 
-
-
 GRID, SEQUENCE = "grid", "sequence"
 
 

@@ -67,3 +67,20 @@ def test_a_logged_per_parameter_metric_reaches_tensorboard(tmp_path, monkeypatch
         assert len(tags) == log["weight_norm"].shape[1]
         row = list(log["step"]).index(step)
         assert [scalars[t] for t in tags] == log["weight_norm"][row].tolist()
+
+
+def test_a_run_begun_before_a_metric_was_added_resumes_with_it_nan_until_then(tmp_path, monkeypatch):
+    from _runhelp import Crash, crash_at
+
+    from miiii.runner import resume_run
+
+    cfg = apply_overrides(tiny(), ["ckpt.every=6"])
+    try:
+        train_run(cfg, tmp_path / "run", progress=False, tensorboard=False, on_chunk=crash_at(6))
+    except Crash:
+        pass
+    weight_norm = M.Metric("weight_norm", "param", True, lambda c: M.l2_per_array(c.params), "L2 norm")
+    monkeypatch.setattr(M, "METRICS", (*M.METRICS, weight_norm))
+    resume_run(tmp_path / "run", progress=False, tensorboard=False)
+    w = load_run(tmp_path / "run").metrics["weight_norm"]
+    assert np.isnan(w[:6]).all() and np.isfinite(w[6:]).all()

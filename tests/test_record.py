@@ -198,6 +198,10 @@ def test_any_hook_point_records_with_its_byte_estimate(tmp_path):
     for n in emitted:
         np.testing.assert_allclose(run.acts[n][-1], np.asarray(cache[n]), rtol=1e-5, atol=1e-6, err_msg=n)
         assert run.acts_index["arrays"][n]["axes"][0] == "step"
+    # which token positions a "pos" axis holds: the training pass computes its last block at the last position only
+    arrays = run.acts_index["arrays"]
+    assert arrays["blocks.0.mlp.hook_pre"]["pos_index"] == [0, 1, 2]
+    assert arrays["blocks.0.mlp.hook_post"]["pos_index"] == [2] and run.acts["blocks.0.mlp.hook_post"].shape[2] == 1
 
 
 def test_an_unknown_hook_point_lists_the_models_hook_points():

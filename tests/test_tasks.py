@@ -316,3 +316,19 @@ def test_only_the_registry_compares_task_names():
              for i, line in enumerate(f.read_text().splitlines(), 1) if compare.search(line)]
     assert compare.search('if cfg.task.name != "addition":') and compare.search("if t.name in ('miiii', 'nanda')")
     assert not found, found
+
+
+def test_div_grid_inputs_are_the_whole_grid_and_its_labels_say_why_not(tmp_path):
+    from miiii.interventions import frequency_ablation
+    from miiii.run import load_run
+    from miiii.runner import train_run
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["task.name=div", "p=7", "valid_size=5", "steps=4", "chunk=4",
+                                                     "record.acts=", "record.params="])
+    train_run(cfg, tmp_path / "div", progress=False, tensorboard=False)
+    run = load_run(tmp_path / "div")
+    assert len(run.inputs("grid")) == 49 and (run.inputs("grid")[:7, 1] == 0).all()  # row n = x0 + 7 x1
+    with pytest.raises(ConfigError, match="labels only some of the p"):
+        run.labels("grid")
+    with pytest.raises(ConfigError, match="labels only some of the p"):
+        frequency_ablation(run)
