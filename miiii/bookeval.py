@@ -19,13 +19,10 @@ from miiii.model import build_model, count_params
 from miiii.provenance import to_jsonable
 from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
-from miiii.tasks import addition_edge_cases as addition_edge_cases  # the book's cases live in the registry now
 from miiii.tasks import decode, loss_floor, make_task, task_spec
 from miiii.train import greedy_decode, steps_per_epoch
 
 JUMP_THRESHOLDS = (0.5, 0.99)
-
-
 
 
 class Evaluator:

@@ -47,6 +47,20 @@ def log_steps(steps: int, k: int) -> tuple[int, ...]:
     return (0, *sorted({int(s) for s in np.round(np.geomspace(1, steps, k))}))
 
 
+def due_steps(steps: int, every) -> list[int]:
+    """The steps 0 .. steps (the last included) that `every` records: a run's recorded steps."""
+    return list(every) if isinstance(every, tuple) else list(range(0, steps + 1, every))
+
+
+def snap_steps(done: int, n: int, kept: tuple[int, ...]) -> np.ndarray | None:
+    """The steps kept for good (ckpt.keep_log) inside the chunk [done, done + n), whose states the chunk returns,
+    padded with -1 to a power of two (a run compiles a few chunk shapes, not one per chunk); None if none."""
+    inside = [k for k in kept if done < k < done + n]
+    if not inside:
+        return None
+    return np.array(inside + [-1] * ((1 << (len(inside) - 1).bit_length()) - len(inside)), np.int32)
+
+
 def evaluated_steps(start: int, stop: int, eval_every: int) -> np.ndarray:
     """The steps in [start, stop) with validation metrics (train.eval_every): the rows of metrics.jsonl."""
     return np.arange(start + -start % eval_every, stop, eval_every)

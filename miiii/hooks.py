@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from miiii.config import ModelConfig, RunConfig
+from miiii.model import build_model
 
 HookFn = Callable[[jax.Array, str], jax.Array]  # (value, hook name) -> the value the forward pass goes on with
 LN_EPS = 1e-5  # flax's and TransformerLens's LayerNorm epsilon
@@ -55,8 +56,6 @@ class HookedModel:
 
     @classmethod
     def of(cls, cfg: RunConfig, task) -> HookedModel:
-        from miiii.model import build_model
-
         m = build_model(cfg.model, task)
         return cls(cfg.model, m.d_vocab, m.n_ctx, m.n_out, m.d_out, tuple(m.unembed_buckets or ()))
 

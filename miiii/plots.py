@@ -22,7 +22,7 @@ from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.run import Run, load_run  # noqa: E402
-from miiii.tasks import is_prime, task_spec  # noqa: E402
+from miiii.tasks import is_prime, make_task, task_spec  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 NEURONS = "blocks.0.mlp.hook_post"
@@ -401,8 +401,6 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
 
 def train_idx(run: Run) -> np.ndarray:
     """Grid indices n = x0 + x1*p of the run's training samples (from its task config alone)."""
-    from miiii.tasks import make_task
-
     x = make_task(run.config.task).train.x
     i0, i1 = run.config.task.digit_positions
     return (x[:, i0] + x[:, i1] * run.config.task.p).astype(np.int64)

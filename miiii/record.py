@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.cadence import is_due, log_steps, rows_before
+from miiii.cadence import due_steps, is_due, log_steps, rows_before
 from miiii.config import ConfigError, RunConfig, shown
 from miiii.files import RunError, free_bytes, fsync_dir, io_fault
 from miiii.hooks import HookedModel
@@ -251,8 +251,7 @@ class Recording:
     def index(self, complete_step: int, finished: bool, sums: dict | None = None) -> dict:
         """index.json; `sums`: name -> [[rows, crc32 of the rows since the previous entry], ...], one per commit."""
         first = next((g for g in self.groups if g[2] == "act"), self.groups[0] if self.groups else None)
-        steps = [] if not first else list(first[0]) if isinstance(first[0], tuple) else list(
-            range(0, self.steps + 1, first[0]))
+        steps = due_steps(self.steps, first[0]) if first else []
         log = lambda a: isinstance(a.every, tuple)  # noqa: E731
         sums = sums or {}
         return {

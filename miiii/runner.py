@@ -25,7 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
-from miiii.cadence import checkpoint_due
+from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints, describe_checkpoints
 from miiii.claim import RunClaim, RunLock, check_new
 from miiii.config import ConfigError, RunConfig, validate
@@ -265,15 +265,6 @@ def final_params_match(run_dir: Path, state) -> bool:
     return True
 
 
-def snap_steps(done: int, n: int, kept: tuple[int, ...]) -> np.ndarray | None:
-    """The steps kept for good (ckpt.keep_log) inside the chunk [done, done + n), whose states the chunk returns,
-    padded with -1 to a power of two (a run compiles a few chunk shapes, not one per chunk); None if none."""
-    inside = [k for k in kept if done < k < done + n]
-    if not inside:
-        return None
-    return np.array(inside + [-1] * ((1 << (len(inside) - 1).bit_length()) - len(inside)), np.int32)
-
-
 def init_state(trainer, seed: int):
     """`trainer.init` compiled as one program (run eagerly it compiles dozens of small ops: seconds on a CPU)."""
     return jax.jit(trainer.init, static_argnums=0)(seed)
@@ -328,6 +319,8 @@ class Session:
         self.log = None
         self.ckpts = ckpts or Checkpoints(run_dir, cfg.ckpt.keep, cfg)
         self.hist = trainer.empty_history(cfg.train.steps, len(task.task_names))
+        self.last_valid = np.full(len(task.task_names), np.nan)  # the newest validation accuracy (the progress bar)
+        self.rec_s = 0.0  # seconds spent queueing recorded rows
         self.last_ckpt = None
 
     def save_metrics(self, n: int) -> None:
@@ -386,9 +379,8 @@ class Session:
         done = int(state.step)
         self.last_ckpt = done if self.last_ckpt is None else self.last_ckpt
         n_params = count_params(state.params)
-        t_start, compile_s, self.rec_s = time.perf_counter(), None, 0.0
+        t_start, compile_s = time.perf_counter(), None
         bar = tqdm(total=steps, initial=done, disable=not progress, unit="step", dynamic_ncols=True, desc=task.name)
-        self.last_valid = np.full(len(task.task_names), np.nan)
         stop.message = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to stop at once"
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]

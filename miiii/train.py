@@ -208,7 +208,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
             valid_loss, valid_acc = validate()
         else:
             valid_loss, valid_acc = jax.lax.cond(
-                t % eval_every == 0, validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
+                is_due(t, eval_every), validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
         out = M.compute(M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads), metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

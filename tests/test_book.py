@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.bookeval import Evaluator, addition_edge_cases
+from miiii.bookeval import Evaluator
 from miiii.config import ConfigError, apply_overrides, validate
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
 from miiii.rundir import flatten_params
-from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task
+from miiii.tasks import EOS, EQUALS, PLUS, addition_edge_cases, decode, encode_addition, loss_floor, make_task
 from miiii.train import greedy_decode, make_trainer, steps_per_epoch
 
 

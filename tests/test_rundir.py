@@ -90,3 +90,34 @@ def test_a_run_written_before_the_split_still_loads_restores_and_resumes(tmp_pat
     log = read_metrics_log(run_dir)
     np.testing.assert_array_equal(log["loss"], run.metrics["loss"][log["step"]])
     assert resume_run(run_dir, progress=False) == run.summary  # finished: nothing to do
+
+
+def test_the_old_runs_config_retrains_to_the_same_files(tmp_path):
+    """The run directory's layout is unchanged (every file, array name, shape, column and step), and the numbers
+    agree with the files the earlier code wrote (to float32 rounding: another CPU may round differently)."""
+    import json
+
+    from miiii.rundir import read_config
+    from miiii.runner import train_run
+
+    train_run(read_config(OLD_RUN), tmp_path / "new", progress=False, tensorboard=False)
+    old, new = OLD_RUN, tmp_path / "new"
+    names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*") if "ckpt" not in p.parts)  # noqa: E731
+    assert [n for n in names(new) if n != ".lock"] == [n for n in names(old) if n != ".lock"]
+    for f in ("metrics.npz", "params.npz"):
+        a, b = np.load(old / f), np.load(new / f)
+        assert a.files == b.files
+        for k in a.files:
+            assert a[k].shape == b[k].shape and a[k].dtype == b[k].dtype, (f, k)
+            if a[k].dtype.kind == "f":
+                np.testing.assert_allclose(b[k], a[k], rtol=1e-4, atol=1e-6, err_msg=f"{f} {k}")
+            else:
+                assert np.array_equal(a[k], b[k]), (f, k)
+    lines = [(old / "metrics.jsonl").read_text().splitlines(), (new / "metrics.jsonl").read_text().splitlines()]
+    assert [list(json.loads(line)) for line in lines[0]] == [list(json.loads(line)) for line in lines[1]]
+    ia, ib = (json.loads((d / "acts" / "index.json").read_text()) for d in (old, new))
+    for name, meta in ia["arrays"].items():
+        got = ib["arrays"][name]
+        assert {k: got[k] for k in meta if k != "crc32"} == {k: v for k, v in meta.items() if k != "crc32"}, name
+        np.testing.assert_allclose(np.load(new / "acts" / meta["file"]), np.load(old / "acts" / meta["file"]),
+                                   rtol=2e-3, atol=1e-3, err_msg=name)  # float16 on disk
