@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -111,6 +111,11 @@ def class_buckets(n_classes: tuple[int, ...], max_buckets: int = 4) -> tuple[tup
     return best(0, max_buckets)[1]
 
 
+def _unchanged(cfg, y, on, moduli):
+    """task.variant = none: the task as it is."""
+    return y, on
+
+
 GRID, SEQUENCE = "grid", "sequence"
 
 
@@ -127,7 +132,9 @@ class TaskSpec:
     family: str
     about: str  # what is learned, in one line
     metric_names: Callable[[TaskConfig, np.ndarray], tuple[str, ...]]  # (config, classes per slot) -> metric columns
-    variants: tuple[str, ...] = ("none",)  # task.variant values it takes (make_grid_task: masked, basis)
+    # task.variant -> what it changes: (config, labels y (N, S), slots in the loss `on` (S,), classes (S,)) ->
+    # (y, on); "none" changes nothing and every task takes it
+    variants: Mapping[str, Callable] = field(default_factory=lambda: {"none": _unchanged}, hash=False)
     loss_unit: str = "loss"  # what the per-task loss curves show (plots.fig_curves)
     nanda_progress: bool = False  # Nanda et al.'s progress measures read its logits (plots.over_training)
     exports_adder: bool = False  # export-adder accepts its runs
@@ -148,6 +155,16 @@ class TaskSpec:
     probe: Callable[[str], np.ndarray] | None = None  # record.probes text -> its sequence; ValueError if not its form
     probe_form: str = ""  # an example probe, for messages
     edge_cases: Callable[[int], tuple[list[str], np.ndarray]] | None = None  # n -> the book's checks: names, sequences
+
+    def __post_init__(self):
+        """An entry is whole for its family: a missing rule fails here, at import, not deep inside a run."""
+        need = {GRID: ("answer", "moduli"), SEQUENCE: ("encode", "length", "answer_at", "unpredictable", "probe",
+                                                     "edge_cases")}.get(self.family)
+        if need is None:
+            raise ValueError(f"task {self.name}: family {self.family!r} is neither {GRID!r} nor {SEQUENCE!r}")
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing or "none" not in self.variants or (self.family == SEQUENCE and not self.operands):
+            raise ValueError(f"task {self.name}: its {self.family} entry lacks {missing or 'operands or variant none'}")
 
     @property
     def is_sequence(self) -> bool:
@@ -236,8 +253,8 @@ def make_grid_task(cfg: TaskConfig) -> Task:
     mask = spec.grid_mask(cfg.p)
     x = x if mask is None else x[mask]
     y, moduli = grid_labels(cfg.name, cfg.p)
-    if cfg.variant == "basis":  # the labels of every task shuffled across samples: nothing to learn
-        y = y[np.random.default_rng(cfg.basis_seed).permutation(len(y))]
+    on = np.ones(len(moduli), bool)  # the slots in the loss (all are measured)
+    y, on = spec.variants[cfg.variant](cfg, y, on, moduli)
     perm = np.random.default_rng(cfg.split_seed).permutation(len(x))
     n_train, n_valid, _ = split_sizes(cfg)
     parts = np.split(perm, [n_train, n_train + n_valid])
@@ -245,9 +262,6 @@ def make_grid_task(cfg: TaskConfig) -> Task:
     n_slots = len(moduli)
     # Paper Eq. 12: each task's CE divided by ln q so chance scores 1.0; the mean over the tasks switched on (the
     # original code) or, with loss_over_tasks "sum", their sum (the text)
-    on = np.ones(n_slots, bool)
-    if cfg.variant == "masked":
-        on &= ~np.isin(moduli, [2, 3, 5, 7])
     inv_ln = (1.0 / np.log(moduli)).astype(np.float32)
     loss_weight = np.where(on, inv_ln, 0.0).astype(np.float32) / (1 if cfg.loss_over_tasks == "sum" else on.sum())
     return Task(
@@ -445,6 +459,16 @@ def _reversal_cases(n: int) -> tuple[list[str], np.ndarray]:
 # ---------------------------------------------------------------- the registry
 
 
+def _masked(cfg: TaskConfig, y: np.ndarray, on: np.ndarray, moduli: np.ndarray):
+    """miiii masked: q in {2, 3, 5, 7} out of the loss (still measured)."""
+    return y, on & ~np.isin(moduli, [2, 3, 5, 7])
+
+
+def _basis(cfg: TaskConfig, y: np.ndarray, on: np.ndarray, moduli: np.ndarray):
+    """miiii basis: the labels of every task shuffled across samples with task.basis_seed: nothing to learn."""
+    return y[np.random.default_rng(cfg.basis_seed).permutation(len(y))], on
+
+
 def _mod_p(cfg: TaskConfig, moduli: np.ndarray) -> tuple[str, ...]:
     return (f"mod {cfg.p}",)
 
@@ -460,7 +484,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     TaskSpec("nanda", GRID, "(x0 + x1) mod p (Nanda et al. 2023)", metric_names=_mod_p, nanda_progress=True,
              answer=lambda x0, x1, p: ((x0 + x1) % p)[:, None], moduli=_ONE_SLOT),
     TaskSpec("miiii", GRID, "n = x0 + x1*p mod every prime q < p, one task each (the paper)",
-             metric_names=lambda cfg, moduli: tuple(f"q={q}" for q in moduli), variants=("none", "masked", "basis"),
+             metric_names=lambda cfg, moduli: tuple(f"q={q}" for q in moduli),
+             variants={"none": _unchanged, "masked": _masked, "basis": _basis},
              loss_unit="loss / ln q", min_p=5, answer=lambda x0, x1, p: (x0 + x1 * p)[:, None] % primes_below(p),
              moduli=primes_below),
     TaskSpec("addition", SEQUENCE, "a + b = the sum written ones-first (the book)",

@@ -332,3 +332,12 @@ def test_div_grid_inputs_are_the_whole_grid_and_its_labels_say_why_not(tmp_path)
         run.labels("grid")
     with pytest.raises(ConfigError, match="labels only some of the p"):
         frequency_ablation(run)
+
+
+def test_an_entry_without_its_familys_rules_fails_at_once():
+    from miiii.tasks import GRID, TaskSpec
+
+    with pytest.raises(ValueError, match="lacks"):
+        TaskSpec("half", GRID, "a grid task with no labels", metric_names=lambda cfg, m: ("x",))
+    with pytest.raises(ValueError, match="family"):
+        TaskSpec("odd", "tree", "no such family", metric_names=lambda cfg, m: ("x",))
