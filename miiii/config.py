@@ -15,7 +15,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields, replace
 
-from miiii.errors import ConfigError, shown
+from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, digit_positions, is_prime, sequence_length, task_spec
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
@@ -218,17 +218,24 @@ def _leaf_index() -> dict[str, list[str]]:
     return index
 
 
+def _all_keys() -> list[str]:
+    """Every key `--set` takes: section.field, each field name, and the aliases."""
+    return [*(p for paths in _leaf_index().values() for p in paths), *_leaf_index(), *ALIASES]
+
+
 def resolve_key(key: str) -> tuple[str, str]:
     """`model.d_model`, or a field name that is unique across sections (`d_model`, `lr`), or an alias."""
     key = ALIASES.get(key, key)
     if "." in key:
         sec, _, name = key.partition(".")
         if sec not in SECTIONS or name not in {f.name for f in fields(SECTIONS[sec])}:
-            raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
+            raise ConfigError(f"unknown config key '{shown(key)}'{did_you_mean(key, _all_keys())}; see "
+                              "`python -m miiii presets --keys` for all keys")
         return sec, name
     paths = _leaf_index().get(key, [])
     if not paths:
-        raise ConfigError(f"unknown config key '{shown(key)}'; see `python -m miiii presets --keys` for all keys")
+        raise ConfigError(f"unknown config key '{shown(key)}'{did_you_mean(key, _all_keys())}; see "
+                          "`python -m miiii presets --keys` for all keys")
     if len(paths) > 1:
         raise ConfigError(f"config key '{shown(key)}' is ambiguous: write one of {', '.join(paths)}")
     sec, _, name = paths[0].partition(".")

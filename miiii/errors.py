@@ -3,6 +3,8 @@ from miiii, so every module, tasks.py and config.py included, can use them)."""
 
 from __future__ import annotations
 
+import difflib
+
 
 class ConfigError(ValueError):
     """A configuration a run cannot start from; the CLI prints it and exits with status 2."""
@@ -13,3 +15,9 @@ def shown(value, limit: int = 80) -> str:
     `limit` characters (a 100,000-character value is not printed back whole)."""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def did_you_mean(value, known) -> str:
+    """' (did you mean X?)' for the known name closest to a mistyped one (difflib), '' when none is close."""
+    close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -19,6 +19,7 @@ from miiii.config import (
     set_fields,
     shown,
 )
+from miiii.errors import did_you_mean
 
 # ---------------------------------------------------------------- recipes
 
@@ -222,5 +223,6 @@ DEFAULT_PRESET = "nanda-cpu"
 def get_preset(name: str) -> RunConfig:
     if name not in PRESETS:
         names = ", ".join(PRESETS)
-        raise ConfigError(f"unknown preset '{shown(name)}'; choose one of: {names} (see `python -m miiii presets`)")
+        raise ConfigError(f"unknown preset '{shown(name)}'{did_you_mean(name, PRESETS)}; choose one of: {names} (see "
+                          "`python -m miiii presets`)")
     return PRESETS[name][0]

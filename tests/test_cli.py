@@ -100,3 +100,28 @@ def test_existing_run_dir_is_never_overwritten(tmp_path):
     res = cli("train", "--preset", "nanda-tiny", "--run-dir", str(run), "--steps", "5")
     assert res.returncode == 2 and "already exists" in res.stderr
     assert snapshot(tmp_path) == before
+
+
+def test_a_mistyped_key_or_preset_gets_a_suggestion():
+    from miiii.config import ConfigError, apply_overrides
+    from miiii.presets import get_preset
+
+    with pytest.raises(ConfigError, match=r"did you mean 'd_model'\?"):
+        apply_overrides(get_preset("nanda-tiny"), ["d_modle=32"])
+    with pytest.raises(ConfigError, match=r"did you mean 'nanda-tiny'\?"):
+        get_preset("nanda-tny")
+    with pytest.raises(ConfigError) as e:
+        get_preset("zzz")
+    assert "did you mean" not in str(e.value)
+
+
+def test_make_help_lists_every_target_with_a_description():
+    import re
+    import subprocess
+    from pathlib import Path
+
+    makefile = Path(__file__).resolve().parents[1] / "Makefile"
+    described = re.findall(r"^([A-Za-z0-9_-]+):.*##", makefile.read_text(), flags=re.M)
+    shown_ = subprocess.run(["make", "-s", "-f", str(makefile), "help"], capture_output=True, text=True).stdout
+    assert described and all(re.search(rf"^\s+{re.escape(t)}\s", shown_, flags=re.M) for t in described)
+    assert "train-addition-10" in described
