@@ -120,10 +120,11 @@ class Run:
         d = self.path / CKPT
         return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and p.name in sums) if d.is_dir() else []
 
-    def params_at(self, step: int) -> dict:
-        """The parameters after `step` updates, restored from that step's checkpoint and verified. A step not kept
-        gives the nearest kept step before it, with a warning that names it (ckpt.keep_log keeps log-spaced steps;
-        `kept_steps` lists them)."""
+    def params_at(self, step: int, after: bool = False) -> dict:
+        """The parameters after `step` updates, restored from that step's checkpoint and verified. A step that was not
+        kept gives the kept step before it, with a warning that names it; before the first kept step there is none:
+        a ConfigError that lists the kept steps, unless `after` asks for the nearest kept step after it (a pre-grok
+        request never silently gets a later model). `kept_steps` lists them; ckpt.keep_log keeps log-spaced steps."""
         import jax  # computing, not reading: jax, the trainer and orbax only now
 
         from miiii.checkpoint import Checkpoints
@@ -133,6 +134,9 @@ class Run:
         if not kept:
             raise ConfigError(f"{self.path} has no checkpoints to take parameters from")
         before = [s for s in kept if s <= step]
+        if not before and not after:
+            raise ConfigError(f"params_at({step}): no step at or before {step} was kept (kept: {kept}); pass "
+                              "after=True for the nearest kept step after it, or keep more with ckpt.keep_log")
         use = before[-1] if before else kept[0]
         if use != step:
             warnings.warn(f"params_at({step}): step {step} was not kept; returning step {use}, the nearest kept step "

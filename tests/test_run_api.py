@@ -71,6 +71,18 @@ def test_params_at_an_unkept_step_says_which_step_it_returned(kept_run):
     np.testing.assert_array_equal(p["W_E"], kept_run.acts["W_E"][100])
 
 
+def test_params_at_before_the_first_kept_step_is_an_error_unless_after_is_asked(tmp_path):
+    cfg = apply_overrides(kept_cfg(), ["ckpt.keep_log=0", "ckpt.every=100", "ckpt.keep=2"])
+    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    run = load_run(tmp_path / "run")
+    first = run.kept_steps[0]
+    assert first > 50
+    with pytest.raises(ConfigError, match=rf"params_at\(50\): no step at or before 50 was kept \(kept: \[{first}"):
+        run.params_at(50)
+    with pytest.warns(UserWarning, match=rf"returning step {first}, the nearest kept step after it"):
+        run.params_at(50, after=True)
+
+
 def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp_path):
     crash = crash_at(200)
 
