@@ -105,6 +105,35 @@ def time_miiii(preset: str, sets: list[str], steps: int, chunk: int, repeats: in
     return dict(cfg=cfg, task=task, steps_per_s=float(np.median(samples)), samples=samples, compile_s=compile_s)
 
 
+BASE_METRICS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc")  # what a run needs at the least
+
+
+def metrics_cost(preset: str, sets: list[str], steps: int, repeats: int = 3) -> dict:
+    """The per-step measures' cost (metrics.METRICS beyond the losses and accuracies: gradient and weight norms,
+    softmax collapse, the largest logit): steps/s with the whole table and with BASE_METRICS only, each the median
+    of `repeats` chunks, interleaved so a load that comes and goes hits both alike."""
+    from miiii import metrics as M
+
+    cfg = apply_overrides(get_preset(preset), [f"steps={steps * (repeats + 1)}", f"chunk={steps}", *sets])
+    task = prepare(cfg)
+    data = task_data(task)
+    base = tuple(m for m in M.METRICS if m.name in BASE_METRICS)
+    trainers = {"all": make_trainer(cfg, task), "base": make_trainer(cfg, task, metrics=base)}
+    states = {k: t.init(0) for k, t in trainers.items()}
+    times = {k: [] for k in trainers}
+    for i in range(repeats + 1):  # the first chunk compiles: not timed
+        for k, t in trainers.items():
+            t0 = time.perf_counter()
+            states[k], out = t.chunk(states[k], data, steps)
+            jax.block_until_ready(out)
+            if i:
+                times[k].append(time.perf_counter() - t0)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return dict(preset=preset, steps=steps, measures=[m.name for m in M.METRICS if m.name not in BASE_METRICS],
+                steps_per_s_all=steps / med["all"], steps_per_s_base=steps / med["base"],
+                cost=med["all"] / med["base"] - 1)
+
+
 def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
     """steps/s of a real run (`train_run`: host loop, writer thread, metrics) with the preset's default recording.
 
@@ -361,6 +390,11 @@ def main(argv=None) -> int:
     if rss:
         print(f"  RSS {rss['rss_mb_first_half']:.0f} MB -> {rss['rss_mb_second_half']:.0f} MB over {rss['steps']} "
               f"steps (growth {rss['rss_growth_mb']:+.1f} MB)")
+    costs = [metrics_cost(preset, sets, (steps // 2 or 1) * scale, reps) for _, preset, sets, _, _, _, (steps, _), _
+             in configs if preset != "addition"]
+    for c in costs:
+        print(f"per-step measures ({', '.join(c['measures'])}), {c['preset']}: {c['cost']:+.1%} "
+              f"({c['steps_per_s_all']:.2f} vs {c['steps_per_s_base']:.2f} steps/s without them)")
     vm = [vmap_seeds(preset, 8, (200 if q else 500) * scale, reps) for preset in VMAP_PRESETS]
     for v in vm:
         print(f"vmapped seeds, {v['preset']}: 8 seeds take {v['factor']:.2f}x one seed's time "
@@ -369,7 +403,7 @@ def main(argv=None) -> int:
     result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,
                   torch_device=torch_device, matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss,
-                  vmap_seeds=vm)
+                  vmap_seeds=vm, metrics_cost=costs)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")
     return 0

@@ -31,6 +31,11 @@ class StepContext(NamedTuple):
     valid_acc: object  # (K,)
     params: dict  # the parameters before update t
     grads: dict  # their gradient (raw: before clipping, grokfast and the optimizer)
+    logits: object  # the training forward's logits: per bucket (b, slots, width), or padded (b, S, C)
+    y: object  # (b, S) targets
+    spec: dict  # the task's loss description (tasks.Task.arrays: n_classes, groups, ...)
+    buckets: tuple  # (start, stop, width) slot ranges of `logits` (static)
+    weight: object  # (b,) 0/1 rows that count (a padded last batch), or None
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,44 @@ def l2_per_array(tree):
     return jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(tree)])
 
 
+def _masked_buckets(c: StepContext):
+    """Each bucket's float32 logits (b, n, width) with the classes past a slot's own set to -inf, and its targets."""
+    import jax.numpy as jnp
+
+    parts = c.logits if isinstance(c.logits, tuple) else tuple(c.logits[:, s0:s1, :w] for s0, s1, w in c.buckets)
+    for (s0, s1, width), lg in zip(c.buckets, parts, strict=True):
+        valid = jnp.arange(width)[None, :] < c.spec["n_classes"][s0:s1, None]  # (n, width)
+        yield jnp.where(valid, lg.astype(jnp.float32), -jnp.inf), c.y[:, s0:s1]
+
+
+def softmax_collapse(c: StepContext):
+    """(K,) Prieto et al. (2025)'s Softmax Collapse: the share of the step's training samples whose float32 softmax
+    gives the correct class a probability of exactly 1 (its gradient is then exactly 0); a sample counts for a task
+    when it does on every slot of the task."""
+    import jax
+    import jax.numpy as jnp
+
+    one = [jnp.take_along_axis(jax.nn.softmax(lg, axis=-1), yb[..., None], -1)[..., 0] == 1.0
+           for lg, yb in _masked_buckets(c)]
+    short = (~jnp.concatenate(one, axis=1)).astype(jnp.float32)  # (b, S): slots not collapsed
+    per_task = ((short @ c.spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32)  # (b, K)
+    w = c.weight
+    return per_task.mean(0) if w is None else (w[:, None] * per_task).sum(0) / w.sum()
+
+
+def max_logit(c: StepContext):
+    """() the largest logit of the step's batch over every slot's own classes."""
+    import jax.numpy as jnp
+
+    return jnp.max(jnp.stack([lg.max() for lg, _ in _masked_buckets(c)]))
+
+
+def _total_norm(tree):
+    import jax.numpy as jnp
+
+    return jnp.sqrt(jnp.sum(jnp.square(l2_per_array(tree))))
+
+
 METRICS: tuple[Metric, ...] = (
     Metric("loss", "scalar", True, lambda c: c.loss, "training loss of the step's batch, as optimised"),
     Metric("train_loss", "task", True, lambda c: c.train_loss, "each task's loss on the step's batch"),
@@ -58,6 +101,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("valid_acc", "task", True, lambda c: c.valid_acc, "each task's accuracy on the validation set"),
     Metric("grad_norm", "param", False, lambda c: l2_per_array(c.grads),
            "L2 norm of each parameter array's raw gradient"),
+    Metric("weight_norm", "param", True, lambda c: l2_per_array(c.params), "L2 norm of each parameter array"),
+    Metric("weight_norm_total", "scalar", True, lambda c: _total_norm(c.params), "L2 norm of all parameters"),
+    Metric("softmax_collapse", "task", True, softmax_collapse,
+           "each task's share of the batch whose float32 softmax puts exactly 1 on the correct class"),
+    Metric("max_logit", "scalar", True, max_logit, "the largest logit of the batch"),
 )
 
 

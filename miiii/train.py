@@ -196,9 +196,9 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
             loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], buckets, weight)
-            return loss, (task_loss, task_acc)
+            return loss, (task_loss, task_acc, jax.lax.stop_gradient(logits))
 
-        (loss, (train_loss, train_acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        (loss, (train_loss, train_acc, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         k = train_loss.shape[0]
 
         def validate():
@@ -209,7 +209,9 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
         else:
             valid_loss, valid_acc = jax.lax.cond(
                 is_due(t, eval_every), validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
-        out = M.compute(M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads), metrics)
+        ctx = M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads, logits, y,
+                            data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight)
+        out = M.compute(ctx, metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         return (TrainState(params, opt_state, t + 1, state.key), order), out

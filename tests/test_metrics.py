@@ -23,31 +23,38 @@ def test_the_table_gives_shapes_and_log_columns():
     by = {m.name: m for m in M.METRICS}
     assert M.metric_shape(by["loss"], 3, 5) == () and M.metric_shape(by["valid_acc"], 3, 5) == (3,)
     assert M.metric_shape(by["grad_norm"], 3, 5) == (5,)
-    assert M.log_columns(["a"], ["W"]) == ["loss", "train_loss/a", "train_acc/a", "valid_loss/a", "valid_acc/a"]
+    assert M.log_columns(["a"], ["W"]) == ["loss", "train_loss/a", "train_acc/a", "valid_loss/a", "valid_acc/a",
+                                           "weight_norm/W", "weight_norm_total", "softmax_collapse/a", "max_logit"]
+
+
+def _abs_max(c):
+    import jax
+    import jax.numpy as jnp
+
+    return jnp.stack([jnp.abs(w).max() for w in jax.tree.leaves(c.params)])
+
+
+ABS_MAX = M.Metric("abs_max", "param", True, _abs_max, "largest |w| of each parameter array")
 
 
 def test_a_new_per_parameter_metric_is_one_entry_and_reaches_every_file(tmp_path, monkeypatch):
-    weight_norm = M.Metric("weight_norm", "param", True, lambda c: M.l2_per_array(c.params),
-                           "L2 norm of each parameter array")
-    monkeypatch.setattr(M, "METRICS", (*M.METRICS, weight_norm))
+    monkeypatch.setattr(M, "METRICS", (*M.METRICS, ABS_MAX))
     cfg = tiny()
     train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
     run = load_run(tmp_path / "run")
     names = list(run.metrics["grad_names"])
-    got = run.metrics["weight_norm"]
+    got = run.metrics["abs_max"]
     assert got.shape == (12, len(names))
     # row 0 describes the parameters before update 0: the initial ones, computed here independently
     init = flatten_params(jax.device_get(make_trainer(cfg, prepare(cfg)).init(cfg.train.seed).params))
     assert len(init) == len(names)  # flatten_params walks the tree in leaf order, the order of grad_names
-    want = [np.sqrt(np.sum(np.square(v.astype(np.float64)))) for v in init.values()]
-    np.testing.assert_allclose(got[0], want, rtol=1e-5)
+    np.testing.assert_array_equal(got[0], [np.abs(v).max() for v in init.values()])
     assert not np.allclose(got[0], got[-1])  # it moves as the run trains
     # metrics.jsonl (and so TensorBoard, whose tags are its columns) carries one column per parameter array
     first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
-    cols = [c for c in first if c.startswith("weight_norm/")]
-    assert len(cols) == len(names)
+    assert len([c for c in first if c.startswith("abs_max/")]) == len(names)
     log = read_metrics_log(tmp_path / "run")
-    np.testing.assert_array_equal(log["weight_norm"], got[log["step"]])
+    np.testing.assert_array_equal(log["abs_max"], got[log["step"]])
     assert log["task_names"].tolist() == list(run.metrics["task_names"])
 
 
@@ -57,16 +64,15 @@ def test_a_logged_per_parameter_metric_reaches_tensorboard(tmp_path, monkeypatch
     pytest.importorskip("tensorboardX")
     from test_ops import read_events
 
-    weight_norm = M.Metric("weight_norm", "param", True, lambda c: M.l2_per_array(c.params), "L2 norm")
-    monkeypatch.setattr(M, "METRICS", (*M.METRICS, weight_norm))
+    monkeypatch.setattr(M, "METRICS", (*M.METRICS, ABS_MAX))
     train_run(tiny(), tmp_path / "run", progress=False)
     events = read_events(next((tmp_path / "run" / "tb").glob("events.out.tfevents.*")))
     log = read_metrics_log(tmp_path / "run")
     for step, scalars in events:
-        tags = [t for t in scalars if t.startswith("weight_norm/")]
-        assert len(tags) == log["weight_norm"].shape[1]
+        tags = [t for t in scalars if t.startswith("abs_max/")]
+        assert len(tags) == log["abs_max"].shape[1]
         row = list(log["step"]).index(step)
-        assert [scalars[t] for t in tags] == log["weight_norm"][row].tolist()
+        assert [scalars[t] for t in tags] == log["abs_max"][row].tolist()
 
 
 def test_a_run_begun_before_a_metric_was_added_resumes_with_it_nan_until_then(tmp_path, monkeypatch):
@@ -79,8 +85,53 @@ def test_a_run_begun_before_a_metric_was_added_resumes_with_it_nan_until_then(tm
         train_run(cfg, tmp_path / "run", progress=False, tensorboard=False, on_chunk=crash_at(6))
     except Crash:
         pass
-    weight_norm = M.Metric("weight_norm", "param", True, lambda c: M.l2_per_array(c.params), "L2 norm")
-    monkeypatch.setattr(M, "METRICS", (*M.METRICS, weight_norm))
+    monkeypatch.setattr(M, "METRICS", (*M.METRICS, ABS_MAX))
     resume_run(tmp_path / "run", progress=False, tensorboard=False)
-    w = load_run(tmp_path / "run").metrics["weight_norm"]
+    w = load_run(tmp_path / "run").metrics["abs_max"]
     assert np.isnan(w[:6]).all() and np.isfinite(w[6:]).all()
+
+
+def _ctx(logits, y, n_classes, groups, weight=None):
+    import jax.numpy as jnp
+
+    S = y.shape[1]
+    return M.StepContext(*[None] * 7, jnp.asarray(logits), jnp.asarray(y),
+                         {"n_classes": jnp.asarray(n_classes), "groups": jnp.asarray(groups)},
+                         ((0, S, logits.shape[-1]),), None if weight is None else jnp.asarray(weight))
+
+
+def test_softmax_collapse_is_the_share_whose_float32_softmax_is_exactly_one():
+    """Against numpy's float32 softmax: a margin of 120 rounds the correct class's probability to 1 (and its gradient
+    to 0), one of 5 does not; classes past a slot's own never count; a task counts a sample on all its slots."""
+    rng = np.random.default_rng(0)
+    b, S, C = 64, 3, 7
+    n_classes = np.array([7, 5, 3])
+    y = rng.integers(0, 3, (b, S))
+    margin = rng.choice([5.0, 120.0], (b, S))
+    logits = rng.normal(size=(b, S, C)).astype(np.float32)
+    np.put_along_axis(logits, y[..., None], (logits.max(-1) + margin)[..., None], -1)
+    logits[:, 2, 3:] = 1e4  # not classes of slot 2 (3 classes): masked, never the max
+    groups = np.array([[1, 0, 0], [0, 1, 1]], bool)  # task 0: slot 0; task 1: slots 1 and 2
+    lg = np.where(np.arange(C)[None, None] < n_classes[None, :, None], logits, -np.inf).astype(np.float32)
+    e = np.exp(lg - lg.max(-1, keepdims=True), dtype=np.float32)
+    p_y = np.take_along_axis(e / e.sum(-1, keepdims=True, dtype=np.float32), y[..., None], -1)[..., 0]
+    one = p_y == np.float32(1)
+    want = [one[:, 0].mean(), (one[:, 1] & one[:, 2]).mean()]
+    assert 0 < want[0] < 1 and 0 < want[1] < 1
+    got = np.asarray(M.softmax_collapse(_ctx(logits, y, n_classes, groups)))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    w = (np.arange(b) < 40).astype(np.float32)  # a padded batch: only the rows of weight 1 count
+    got_w = np.asarray(M.softmax_collapse(_ctx(logits, y, n_classes, groups, w)))
+    np.testing.assert_allclose(got_w, [one[:40, 0].mean(), (one[:40, 1] & one[:40, 2]).mean()], rtol=1e-6)
+    assert float(M.max_logit(_ctx(logits, y, n_classes, groups))) == lg.max()
+
+
+def test_weight_norms_are_every_runs_and_start_at_the_initial_parameters(tmp_path):
+    cfg = tiny()
+    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    m = load_run(tmp_path / "run").metrics
+    init = flatten_params(jax.device_get(make_trainer(cfg, prepare(cfg)).init(cfg.train.seed).params))
+    norms = [np.sqrt(np.sum(np.square(v.astype(np.float64)))) for v in init.values()]
+    np.testing.assert_allclose(m["weight_norm"][0], norms, rtol=1e-5)
+    np.testing.assert_allclose(m["weight_norm_total"][0], np.sqrt(np.sum(np.square(norms))), rtol=1e-5)
+    assert m["softmax_collapse"].shape == (12, 1) and np.isfinite(m["max_logit"]).all()

@@ -106,7 +106,7 @@ def test_the_old_runs_config_retrains_to_the_same_files(tmp_path):
     assert [n for n in names(new) if n != ".lock"] == [n for n in names(old) if n != ".lock"]
     for f in ("metrics.npz", "params.npz"):
         a, b = np.load(old / f), np.load(new / f)
-        assert a.files == b.files
+        assert set(a.files) <= set(b.files)  # metrics added to the table since come in addition
         for k in a.files:
             assert a[k].shape == b[k].shape and a[k].dtype == b[k].dtype, (f, k)
             if a[k].dtype.kind == "f":
@@ -114,7 +114,10 @@ def test_the_old_runs_config_retrains_to_the_same_files(tmp_path):
             else:
                 assert np.array_equal(a[k], b[k]), (f, k)
     lines = [(old / "metrics.jsonl").read_text().splitlines(), (new / "metrics.jsonl").read_text().splitlines()]
-    assert [list(json.loads(line)) for line in lines[0]] == [list(json.loads(line)) for line in lines[1]]
+    for a_line, b_line in zip(*lines, strict=True):  # the earlier columns, in their order, with the same values
+        a, b = json.loads(a_line), json.loads(b_line)
+        assert list(b)[: len(a)] == list(a)
+        np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=1e-4, atol=1e-6)
     ia, ib = (json.loads((d / "acts" / "index.json").read_text()) for d in (old, new))
     for name, meta in ia["arrays"].items():
         got = ib["arrays"][name]
