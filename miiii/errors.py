@@ -3,6 +3,9 @@ from miiii, so every module, tasks.py and config.py included, can use them)."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 
 class ConfigError(ValueError):
     """A configuration a run cannot start from; the CLI prints it and exits with status 2."""
@@ -13,3 +16,21 @@ def shown(value, limit: int = 80) -> str:
     `limit` characters (a 100,000-character value is not printed back whole)."""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for the study scripts (experiments/*.py), held to the CLI's standard: its own errors are one line,
+    `error: ...`, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {shown(message, 300)} (see `python {self.prog} --help`)\n")
+
+
+def out_folder(out: Path, flag: str = "--out") -> Path:
+    """`out` when it is a folder or can be made one (nothing in its way is a file), else a ConfigError; nothing is
+    made here."""
+    blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"{flag} {shown(out, 200)}: {shown(blocker, 200)} exists and is not a directory; choose "
+                          f"another {flag}")
+    return out
