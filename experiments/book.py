@@ -31,7 +31,7 @@ but ~0 % autoregressive accuracy; no positions stays low; one layer groks later 
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -48,6 +48,8 @@ from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
+from miiii.errors import OneLineParser, out_folder, shown  # noqa: E402
+from miiii.files import RunError  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, provenance, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import load_run  # noqa: E402
@@ -891,6 +893,7 @@ def gap_study(out: Path, n: int = 0, smoke: bool = False, first_seed: int = 0) -
     if not samples:
         raise ConfigError(f"{out} holds none of seeds.json, unstated.json, batches98.json, torch_book_addition*.json: "
                           "run --seeds, --unstated, --gap --seeds N or experiments/torch_book.py first")
+    out.mkdir(parents=True, exist_ok=True)
     text, results = gap_md(samples, gap_provenance(out, samples, head))
     fig_gap(samples, out)
     (out / "gap.json").write_text(json.dumps(to_jsonable(dict(comparisons=results, samples=[
@@ -900,8 +903,15 @@ def gap_study(out: Path, n: int = 0, smoke: bool = False, first_seed: int = 0) -
     return text
 
 
+# what --torch needs, said before anything trains (experiments/torch_book.py says the same when run without it)
+NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the CPU build `make bench` installs: "
+               "pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The study; bad input is one `error:` line and exit status 2 before anything is trained or written (not even
+    --out's folder), a write error (disk full) one line and exit status 1."""
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny runs, CPU minutes")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default results/book[-smoke])")
     ap.add_argument("--ablation-epochs", type=int, default=None, help="train the ablations this many epochs")
@@ -928,36 +938,55 @@ def main(argv=None) -> int:
                     help="run experiments/torch_book.py (addition and reversal) for the same seeds if its results "
                          "are missing (needs torch)")
     args = ap.parse_args(argv)
-    setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
     trained = args.seeds  # --gap trains only when --seeds is given
     args.seeds = 1 if args.seeds is None else args.seeds
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
     if args.gap and (args.unstated or args.only_seeds or args.torch):
         ap.error("--gap runs alone: not with --unstated, --only-seeds or --torch")
+    if args.unstated and (args.only_seeds or args.torch):
+        ap.error("--unstated runs alone: not with --only-seeds or --torch")
     if args.first_seed and not (args.unstated or (args.gap and trained)):
         ap.error("--first-seed needs --unstated, or --gap with --seeds")
     if args.first_seed < 0:
         ap.error(f"--first-seed must not be negative, got {args.first_seed}")
-    out = args.out or Path("results") / ("book-smoke" if args.smoke else "book")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return study(args, trained)
+    except ConfigError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 2
+    except RunError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 1
+
+
+def study(args, trained: int | None) -> int:
+    """main's work once its flags agree: every check first (--out, the grids and their configs, torch), then the
+    study."""
+    out = out_folder(args.out or Path("results") / ("book-smoke" if args.smoke else "book"))
     if args.gap:
-        try:
-            print(gap_study(out, trained or 0, args.smoke, args.first_seed))
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        if trained:
+            make_members(configs(args.smoke, None)["addition"], trained, {})
+        setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
+        print(gap_study(out, trained or 0, args.smoke, args.first_seed))
         return 0
     if args.unstated:
-        try:
-            grids = [parse_grid(items) for items in args.unstated]
-            if any(set(g) - {"optim.weight_decay", "optim.clip_norm"} for g in grids):
-                raise ConfigError("--unstated crosses the weight decay (wd) and the clipping norm (clip_norm) only")
-            print(unstated_study(out, args.seeds, grids, args.smoke, args.first_seed))
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        grids = [parse_grid(items) for items in args.unstated]
+        if any(set(g) - {"optim.weight_decay", "optim.clip_norm"} for g in grids):
+            raise ConfigError("--unstated crosses the weight decay (wd) and the clipping norm (clip_norm) only")
+        base = configs(args.smoke, None)["addition"]
+        for grid in grids:  # every member of every sweep valid before the first trains
+            make_members(replace(base, train=replace(base.train, seed=args.first_seed)), args.seeds, grid)
+        out.mkdir(parents=True, exist_ok=True)
+        setup_compile_cache()
+        print(unstated_study(out, args.seeds, grids, args.smoke, args.first_seed))
         return 0
+    torch_missing = [n for n in ("addition", "reversal") if not (out / f"torch_book_{n}.json").is_file()]
+    if args.torch and torch_missing and importlib.util.find_spec("torch") is None:
+        raise ConfigError(f"--torch runs experiments/torch_book.py for {' and '.join(torch_missing)}, which needs "
+                          f"{NEEDS_TORCH}")
+    out.mkdir(parents=True, exist_ok=True)
+    setup_compile_cache()
     if args.seeds > 1 or args.only_seeds:
         print(seed_study(out, args.seeds, args.smoke, args.torch))
         if args.only_seeds:

@@ -26,22 +26,25 @@ groks in 5k steps, so the claims about the rest, the masked run and Table 3 read
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
+from miiii.errors import OneLineParser, out_folder, shown
+from miiii.files import RunError
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.provenance import provenance
+from miiii.record import GiB, check_budget
 from miiii.report import write_results
 from miiii.run import load_run
-from miiii.runner import resume_run, train_run
-from miiii.sweep import member_dir, run_sweep
+from miiii.runner import build, prepare, resume_run, train_run
+from miiii.sweep import make_members, member_dir, run_sweep
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -93,12 +96,44 @@ def _divisor_at_most(n: int, k: int) -> int:
 def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
     """About 100 rows of activations (smoke) or 80-260 (full: every 256 steps for miiii, so Table 3's step 256 is a
     row), parameters 8x as often."""
-    extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps else [])
+    extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps is not None else [])
     chunk = cfg.train.chunk
     every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
     extra += _record(role)
     extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
+
+
+def seeds_config(cfg):
+    """The config of a role's extra seeds: the next seeds, no recording (the sweep's members)."""
+    return replace(cfg, record=RecordConfig(), train=replace(cfg.train, seed=cfg.train.seed + 1))
+
+
+def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, sets: list[str] = (),
+         seeds: int = 1, variant: str = "project") -> dict:
+    """Every role's config, built and checked before anything trains (a ConfigError names the first fault): the
+    config (validate, the task, the batch size), the recording (its names against the model, its size against the
+    default budget), the extra seeds' sweep, and the directories each would write (not an earlier run's, unless
+    --reuse)."""
+    out_folder(out)
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+    cfgs = {}
+    for role in roles:
+        cfg = role_config(role, smoke, variant)
+        cfg = apply_overrides(cfg, [*sets, *overrides(cfg, role, smoke, steps)])
+        task = prepare(cfg)
+        check_budget(build(cfg, task)[1], out, 2 * GiB)
+        run_dir, sweep_dir = out / "runs" / role, out / "runs" / f"{role}-seeds"
+        if not (reuse and ((run_dir / "summary.json").is_file() or (run_dir / "ckpt.json").is_file())):
+            check_new(run_dir)  # --reuse or not, an earlier run is never written over
+        if seeds > 1:
+            make_members(seeds_config(cfg), seeds - 1, {})
+            if sweep_dir.exists() and not (reuse and (sweep_dir / "sweep.json").is_file()):
+                why = "an unfinished sweep: no sweep.json" if reuse else "pass --reuse to use it"
+                raise ConfigError(f"{sweep_dir} already exists ({why}); remove it or choose another --out")
+        cfgs[role] = cfg
+    return cfgs
 
 
 def train_role(role: str, cfg, run_dir: Path, reuse: bool, progress: bool) -> None:
@@ -120,7 +155,7 @@ def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: 
     if not (reuse and (sweep_dir / "sweep.json").is_file()):
         if sweep_dir.exists():
             raise ConfigError(f"{sweep_dir} holds an unfinished sweep (no sweep.json); remove it and run again")
-        cfg = replace(cfg, record=RecordConfig(), train=replace(cfg.train, seed=cfg.train.seed + 1))
+        cfg = seeds_config(cfg)
         t = time.perf_counter()
         res = run_sweep(cfg, n, {}, sweep_dir, progress=progress)
         done = [sum(v is not None for v in m["grok_step"].values()) for m in res["members"]]
@@ -130,11 +165,10 @@ def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: 
 
 def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None,
             sets: list[str] = (), seeds: int = 1, variant: str = "project") -> dict[str, list]:
-    """role -> its runs, seed order: the recorded run (train.seed) first, then the sweep's seeds."""
+    """role -> its runs, seed order: the recorded run (train.seed) first, then the sweep's seeds. Every role is
+    planned (`plan`: built and checked) before the first trains."""
     runs = {}
-    for role in roles:
-        cfg = role_config(role, smoke, variant)
-        cfg = apply_overrides(cfg, [*sets, *overrides(cfg, role, smoke, steps)])
+    for role, cfg in plan(out, smoke, roles, reuse, steps, sets, seeds, variant).items():
         train_role(role, cfg, out / "runs" / role, reuse, progress)
         dirs = [out / "runs" / role]
         if seeds > 1:
@@ -155,7 +189,9 @@ def paper_provenance(runs: dict, args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The study; bad input (a --set, --out, --steps, --seeds) is one `error:` line and exit status 2 before anything
+    trains, a write error (disk full) one line and exit status 1."""
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 71, d 64, 3k / 5k steps)")
     ap.add_argument("--out", type=Path, default=None, help="default results/paper or results/paper-cpu")
     ap.add_argument("--roles", nargs="+", default=None, choices=list(ROLES),
@@ -176,14 +212,23 @@ def main(argv=None) -> int:
                          "with different --roles can share one GPU; a last call with --reuse then draws and reports")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
-    setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
     args.argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return study(args)
+    except ConfigError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 2
+    except RunError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 1
+
+
+def study(args) -> int:
+    setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
     out = args.out or Path("results") / (("paper-cpu" if args.smoke else "paper") +
                                          ("-original" if args.variant == "original" else ""))
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))
-    if args.seeds < 1:
-        ap.error(f"--seeds must be at least 1, got {args.seeds}")
     runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets, args.seeds,
                    args.variant)
     t_train = time.perf_counter() - t0

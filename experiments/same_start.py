@@ -27,10 +27,11 @@ written by a last call. About 9 minutes a seed on 2 CPU cores.
 
 from __future__ import annotations
 
-import argparse
 import json
+import re
 import sys
 import time
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,10 +45,12 @@ import numpy as np  # noqa: E402
 
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
+from miiii.errors import OneLineParser, out_folder, shown  # noqa: E402
+from miiii.files import RunError  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import Run  # noqa: E402
-from miiii.rundir import unflatten  # noqa: E402
+from miiii.rundir import regular_file, unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402
 from miiii.train import TrainState, epoch_order, make_trainer, numerics, steps_per_epoch, task_data  # noqa: E402
 
@@ -60,12 +63,23 @@ PRESET = "addition-98"
 
 
 def read_start(f: Path) -> dict:
-    """A start file of torch_book.py --export-start: parameters as miiii's tree, orders, PyTorch's step losses."""
-    with np.load(f) as z:
-        params = unflatten({k.removeprefix("params/"): z[k] for k in z.files if k.startswith("params/")})
-        return dict(seed=int(z["seed"]), params=params, orders=z["orders"].astype(np.int64),
-                    step_loss=z["step_loss"], step_loss_warmup0=z["step_loss_warmup0"],
-                    torch_version=str(z["torch_version"]))
+    """A start file of torch_book.py --export-start: parameters as miiii's tree, orders, PyTorch's step losses. A
+    file that is not one (damaged, another kind of .npz, missing arrays) is a ConfigError that names it."""
+    try:
+        regular_file(f)
+        with np.load(f) as z:
+            params = unflatten({k.removeprefix("params/"): z[k] for k in z.files if k.startswith("params/")})
+            start = dict(seed=int(z["seed"]), params=params, orders=z["orders"].astype(np.int64),
+                         step_loss=np.asarray(z["step_loss"]), step_loss_warmup0=np.asarray(z["step_loss_warmup0"]),
+                         torch_version=str(z["torch_version"]))
+    except ConfigError as e:
+        raise ConfigError(f"{e} (a start file of experiments/torch_book.py --export-start)") from None
+    except (OSError, ValueError, TypeError, KeyError, EOFError, AttributeError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"{f} is not a start file of experiments/torch_book.py --export-start "
+                          f"({type(e).__name__}: {shown(e, 200)})") from None
+    if start["orders"].ndim != 2 or start["seed"] != int(f.stem[7:]):
+        raise ConfigError(f"{f} is damaged: its orders are not (epochs, samples) or its seed is not {f.stem[7:]}")
+    return start
 
 
 def laid_out(train: np.ndarray, own: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -223,7 +237,7 @@ def fig_same_start(ours: list[dict], theirs: dict[int, dict], out: Path) -> None
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--starts", type=Path, required=True,
                     help="folder of start_sSEED.npz files (experiments/torch_book.py --export-start)")
     ap.add_argument("--only", type=int, nargs="+", default=None,
@@ -231,27 +245,36 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results") / "book",
                     help="report folder; reads torch_book_addition.json and batches98.json there")
     args = ap.parse_args(argv)
-    files = sorted(args.starts.glob("start_s*.npz"), key=lambda f: int(f.stem[7:]))
-    if not files:
-        print(f"error: {args.starts} holds no start_sSEED.npz (experiments/torch_book.py --export-start)",
-              file=sys.stderr)
+    try:
+        return study(args)
+    except ConfigError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
         return 2
+    except RunError as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 1
+
+
+def study(args) -> int:
+    """main's work: every start file read and checked (and --out) before the first seed trains."""
+    found = [f for f in args.starts.glob("start_s*.npz") if re.fullmatch(r"start_s\d+\.npz", f.name)]
+    files = sorted(found, key=lambda f: int(f.stem[7:]))
+    if not files:
+        raise ConfigError(f"{args.starts} holds no start_sSEED.npz (experiments/torch_book.py --export-start)")
+    out_folder(args.out)
+    files = [f for f in files if args.only is None or int(f.stem[7:]) in args.only]
+    for f in files:  # a damaged start refused before any seed trains (read again when its turn comes)
+        read_start(f)
     setup_compile_cache()
     head = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}
     cache = args.out / "runs" / "same-start"
     ours = []
-    try:
-        for f in files:
-            seed = int(f.stem[7:])
-            if args.only is not None and seed not in args.only:
-                continue
-            r = seed_result(read_start(f), cache / f"s{seed}.json")
-            print(f"seed {seed}: jump {r['jump_epoch']}, autoregressive {r['valid_autoregressive_acc']:.2%}, "
-                  f"parted at step {r['same_warmup']['part_step']} (same warm-up)", flush=True)
-            ours.append(r)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    for f in files:
+        seed = int(f.stem[7:])
+        r = seed_result(read_start(f), cache / f"s{seed}.json")
+        print(f"seed {seed}: jump {r['jump_epoch']}, autoregressive {r['valid_autoregressive_acc']:.2%}, "
+              f"parted at step {r['same_warmup']['part_step']} (same warm-up)", flush=True)
+        ours.append(r)
     if args.only is not None:
         return 0
     tb = args.out / "torch_book_addition.json"

@@ -29,7 +29,6 @@ Prints 'done' last.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -37,12 +36,27 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
-from miiii import get_preset
-from miiii.rundir import flatten_params
-from miiii.tasks import loss_floor, make_task
+# PyTorch is an optional extra: without it, say how to install it (one line, exit status 2), not a traceback; --help
+# still shows what the script does. book.py --torch checks for it before it trains anything.
+NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the CPU build `make bench` installs: "
+               "pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu")
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as e:
+    if e.name != "torch" or __name__ != "__main__":
+        raise
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__ + f"\nIt needs {NEEDS_TORCH}")
+        sys.exit(0)
+    print(f"error: experiments/torch_book.py needs {NEEDS_TORCH}", file=sys.stderr)
+    sys.exit(2)
+
+from miiii import get_preset  # noqa: E402
+from miiii.errors import OneLineParser  # noqa: E402
+from miiii.rundir import flatten_params  # noqa: E402
+from miiii.tasks import loss_floor, make_task  # noqa: E402
 
 JUMP_THRESHOLDS = (0.5, 0.99)
 
@@ -252,7 +266,7 @@ def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", choices=["addition", "reversal"], default="addition")
     ap.add_argument("--seeds", type=int, default=5, help="N seeds from --first-seed (torch.manual_seed)")
     ap.add_argument("--first-seed", type=int, default=0,

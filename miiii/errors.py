@@ -3,7 +3,9 @@ from miiii, so every module, tasks.py and config.py included, can use them)."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
+from pathlib import Path
 
 
 class ConfigError(ValueError):
@@ -21,3 +23,21 @@ def did_you_mean(value, known) -> str:
     """' (did you mean X?)' for the known name closest to a mistyped one (difflib), '' when none is close."""
     close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for the study scripts (experiments/*.py), held to the CLI's standard: its own errors are one line,
+    `error: ...`, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {shown(message, 300)} (see `python {self.prog} --help`)\n")
+
+
+def out_folder(out: Path, flag: str = "--out") -> Path:
+    """`out` when it is a folder or can be made one (nothing in its way is a file), else a ConfigError; nothing is
+    made here."""
+    blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"{flag} {shown(out, 200)}: {shown(blocker, 200)} exists and is not a directory; choose "
+                          f"another {flag}")
+    return out

@@ -74,6 +74,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
+
+
 def save_npz_atomic(path: Path, **arrays) -> None:
     _atomic(path, path.with_suffix(".tmp.npz"), lambda f: np.savez(f, **arrays))
 

@@ -43,7 +43,11 @@ class MetricsLog:
             self.f = open(self.path, "a")  # noqa: SIM115 - appended to for the run's lifetime
         except OSError as e:
             raise io_fault(self.path, e) from None
-        self.tb = _tensorboard(Path(run_dir) / TB, upto) if tensorboard else None
+        try:
+            self.tb = _tensorboard(Path(run_dir) / TB, upto) if tensorboard else None
+        except OSError as e:  # tb/ cannot be made (a file in its place, a read-only disk)
+            self.f.close()
+            raise io_fault(Path(e.filename or Path(run_dir) / TB), e) from None
 
     def _lines(self, start: int, stop: int):
         """The lines of the evaluated steps in [start, stop), those steps and their values (float64, one column

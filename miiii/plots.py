@@ -447,12 +447,12 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
         raise ConfigError(f"--out {out}: {blocker} exists and is not a directory; choose another --out")
     runs = load_runs(run_dirs)
     names = [label(r) for r in runs]
+    if len(set(names)) != len(names):  # refused before --out is made: a refusal leaves nothing behind
+        raise ConfigError(f"run directories must have distinct names, got {names}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
-    if len(set(names)) != len(names):
-        raise ConfigError(f"run directories must have distinct names, got {names}")
     paths = fig_polar(out) + fig_inputs(out) + fig_targets(out)
     grid_runs = [r for r in runs if is_grid(r)]
     with_acts = []

@@ -13,8 +13,9 @@ writer thread, so host memory holds about one chunk and writing overlaps the nex
     acts/NAME.npy      (n_recorded, ...) one file per recorded name, axes in index.json
     acts/inputs.npy    (n_inputs, n_ctx) int32 tokens of the recorded inputs
     acts/index.json    arrays {NAME: file, shape, dtype, axes, kind, every, count, steps (record.log: the
-                       recorded steps; else null), crc32}, steps, inputs, complete_step (records for every
-                       step < complete_step are on disk), finished;
+                       recorded steps; else null), crc32}, steps, inputs (with the crc32 of inputs.npy's bytes),
+                       complete_step (records for every step < complete_step are on disk), finished, checksum
+                       (sha256 of the rest: rundir.write_acts_index);
                        crc32: [[rows, zlib.crc32 of the rows since the previous entry], ...], one per commit
 """
 
@@ -25,6 +26,7 @@ import math
 import os
 import queue
 import re
+import sys
 import threading
 import zlib
 from dataclasses import dataclass, field
@@ -36,10 +38,10 @@ import numpy as np
 
 from miiii.cadence import due_steps, is_due, log_steps, rows_before
 from miiii.config import ConfigError, RunConfig, shown
-from miiii.files import RunError, free_bytes, fsync_dir, io_fault
+from miiii.files import RunError, free_bytes, fsync_dir, io_fault, write_bytes_atomic
 from miiii.hooks import HookedModel
 from miiii.model import param_names
-from miiii.rundir import ACTS, ACTS_INPUTS, write_acts_index
+from miiii.rundir import ACTS, ACTS_INPUTS, regular_file, write_acts_index
 from miiii.tasks import EQUALS, PLUS, Task, decode, grid_inputs, read_probe
 
 GiB = 1 << 30
@@ -397,20 +399,24 @@ class Recorder:
         self.sums: dict[str, list] = {}  # name -> [[rows, crc32], ...] of the commits so far (index.json)
         self.error: BaseException | None = None
         self._current = ""
+        self.inputs_damaged = False  # found on resume; written again by the next commit
         if not rec.arrays:
             return
+        buf = io.BytesIO()
+        np.save(buf, rec.inputs.astype(np.int32))
+        self.inputs_bytes = buf.getvalue()  # inputs.npy: a function of the config, its crc32 in index.json
         try:
             if create:
                 self.dir.mkdir(parents=True, exist_ok=True)
                 with open(self.dir / ACTS_INPUTS, "wb") as f:
-                    np.save(f, rec.inputs.astype(np.int32))
+                    f.write(self.inputs_bytes)
                     os.fsync(f.fileno())
             for name, a in rec.arrays.items():
                 path = self.dir / a.file
                 if create:
                     mm = np.lib.format.open_memmap(path, mode="w+", dtype=a.dtype, shape=a.full_shape)
                 else:
-                    mm = open_npy(path)
+                    mm = open_npy(path, self.run_dir)
                     if mm.shape != a.full_shape or mm.dtype != np.dtype(a.dtype):
                         raise ConfigError(f"{path} is damaged: shape {mm.shape} {mm.dtype}, the config needs "
                                           f"{a.full_shape} {a.dtype}; the run cannot be resumed")
@@ -490,6 +496,12 @@ class Recorder:
         """Every step < `step` on disk (queued rows written and synced), then index.json says so, with the crc32 of
         the rows this commit added (read back from the page cache: a flipped byte later is caught on reading)."""
         self._flush()
+        if self.inputs_damaged:  # found by `resume`, written again only now that every check has passed
+            try:
+                write_bytes_atomic(self.dir / ACTS_INPUTS, self.inputs_bytes)
+            except OSError as e:
+                raise self._fault(self.dir / ACTS_INPUTS, e) from None
+            self.inputs_damaged = False
         for name, (f, offset, row) in self.files.items():
             sums = self.sums.setdefault(name, [])
             start, stop = (sums[-1][0] if sums else 0), self.rec.committed(name, step, finished)
@@ -502,10 +514,26 @@ class Recorder:
 
     def resume(self, index: dict, step: int, finished: bool) -> None:
         """Check the rows a resume at `step` keeps against the crc32s in `index` (a ConfigError naming the file when
-        one differs) and keep those sums; rows after `step` are written again. Runs written before the sums: none."""
+        one differs, or when rows it keeps have no checksum) and keep those sums; rows after `step` are written
+        again. inputs.npy, a function of the config, is checked against it and written again if it differs."""
+        if self.files:
+            path = self.dir / ACTS_INPUTS
+            try:
+                self.inputs_damaged = regular_file(path, self.run_dir).read_bytes() != self.inputs_bytes
+            except (ConfigError, OSError):
+                self.inputs_damaged = True
+            if self.inputs_damaged:
+                print(f"warning: {path} is damaged or missing (it differs from the inputs the config records); "
+                      "writing it again from the config", file=sys.stderr, flush=True)
         for name, (f, offset, row) in self.files.items():
             kept, start = [], 0
-            for stop, crc in index.get("arrays", {}).get(name, {}).get("crc32", []):
+            sums = index.get("arrays", {}).get(name, {}).get("crc32", [])
+            need = self.rec.committed(name, step, finished)
+            if need and (not sums or sums[-1][0] < need):
+                raise ConfigError(f"{self.dir / self.rec.arrays[name].file}: rows {sums[-1][0] if sums else 0}.."
+                                  f"{need - 1} have no checksum in index.json (damaged or edited); the run cannot be "
+                                  "resumed")
+            for stop, crc in sums:
                 if stop > self.rec.committed(name, step, finished):
                     break
                 try:
@@ -540,7 +568,9 @@ class Recorder:
 
     def _write_index(self, complete_step: int, finished: bool) -> None:
         if self.rec.arrays:
-            write_acts_index(self.run_dir, self.rec.index(complete_step, finished, self.sums))
+            index = self.rec.index(complete_step, finished, self.sums)
+            index["inputs"]["crc32"] = zlib.crc32(self.inputs_bytes)
+            write_acts_index(self.run_dir, index)
 
     def __enter__(self):
         return self
@@ -561,8 +591,13 @@ class Recorder:
         self.files = {}
 
 
-def open_npy(path: Path) -> np.memmap:
-    """np.load(mmap_mode='r') that names the file when it is missing, truncated or not a .npy (ConfigError)."""
+def open_npy(path: Path, root: Path | None = None) -> np.memmap:
+    """np.load(mmap_mode='r') that names the file when it is missing, truncated, not a .npy, not a regular file or a
+    symlink out of `root` (ConfigError)."""
+    try:
+        regular_file(path, root)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; the run cannot be resumed") from None
     try:
         return np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError) as e:

@@ -21,7 +21,11 @@ from miiii.rundir import (
     ACTS,
     ACTS_INDEX,
     CKPT,
+    PARAMS,
+    SUMMARY,
     acts_file,
+    check_inputs,
+    check_manifest,
     check_rows,
     check_unedited,
     read_acts_index,
@@ -45,6 +49,7 @@ class Run:
     acts: dict = field(default_factory=dict)  # name -> np.memmap, time first (acts/index.json says the axes)
     acts_index: dict = field(default_factory=dict)
     acts_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # step of each activation row
+    legacy: bool = False  # a finished run written before checksums.json: its files are checked as far as they can be
 
     def steps_of(self, name: str) -> np.ndarray:
         """Step of each row of `acts[name]` (parameters may be recorded at another rate than activations)."""
@@ -155,14 +160,17 @@ def load_run(run_dir: str | Path, verify: bool = True) -> Run:
     """Load a finished (or resumable) run; activations are opened with mmap_mode='r'.
 
     An interrupted run's activations are cut (lazily) to the rows already written. Damaged files (a
-    truncated metrics.npz or .npy, an edited config.json) raise a ConfigError that names the file. `verify`:
-    read every activation row once to check it against index.json's crc32 (about 2 GB/s).
+    truncated metrics.npz or .npy, an edited config.json, a file that differs from its checksum) raise a ConfigError
+    that names the file. `verify`: check every file a finished run lists in checksums.json against its sha256 and
+    read every activation row once to check it against index.json's crc32 (about 2 GB/s). A finished run with no
+    checksums.json (written before it) loads with a warning, as `Run.legacy`.
     """
     path = Path(run_dir)
     config = read_config(path)
+    check_unedited(path, config, read_ckpt_meta(path, strict=False))
     metrics, summary, params = read_metrics(path), read_summary(path), read_params(path)
     acts, index, steps = {}, {}, np.zeros(0, np.int64)
-    if (path / ACTS / ACTS_INDEX).is_file():
+    if (path / ACTS / ACTS_INDEX).exists():
         index = read_acts_index(path)
         done, finished = index.get("complete_step"), index.get("finished", True)
         for name, meta in index.get("arrays", {}).items():
@@ -174,11 +182,18 @@ def load_run(run_dir: str | Path, verify: bool = True) -> Run:
             if done is not None and not finished:  # rows for steps < complete_step are on disk
                 every = tuple(meta["steps"]) if meta.get("steps") is not None else meta.get("every", 1)
                 a = a[: rows_before(done, every)]
-            if verify:
-                check_rows(f, a, meta.get("crc32", []))
             acts[name] = a
         steps = np.asarray(index.get("steps", []), np.int64)
         if done is not None and not finished:
             steps = steps[steps < done]
-    check_unedited(path, config, read_ckpt_meta(path, strict=False))
-    return Run(path, config, metrics, summary, params, acts, index, steps)
+    # each file read and its form checked (the messages that say what is wrong); then every byte against its checksum
+    legacy = False
+    if verify and check_manifest(path) is None and ((path / SUMMARY).exists() or (path / PARAMS).exists()):
+        legacy = True
+        warnings.warn(f"{path} has no checksums.json: a run written before its files were checksummed (a legacy "
+                      "run); its activations and checkpoints are checked, its other files cannot be", stacklevel=2)
+    if verify and index:
+        for name, a in acts.items():
+            check_rows(path / ACTS / index["arrays"][name]["file"], a, index["arrays"][name].get("crc32", []))
+        check_inputs(path, index)
+    return Run(path, config, metrics, summary, params, acts, index, steps, legacy)

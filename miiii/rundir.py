@@ -28,15 +28,29 @@ claim.py; the live log that writes metrics.jsonl and tb/: metricslog.py.
     run_dir/.lock          flock held by the one process writing the directory (taken by `RunClaim` before a new
                            run's start-up; a start-up that fails or is interrupted removes the directory again)
     run_dir/book.json      a sequence run's evaluation the book's way (`python -m miiii book`, bookeval.py)
+    run_dir/checksums.json the manifest of a finished run, written last (after summary.json) and atomically: the
+                           sha256 of every file the run wrote but its activations and checkpoints (config.json,
+                           metrics.npz, metrics.jsonl, params.npz, summary.json, ckpt.json, acts/index.json,
+                           acts/inputs.npy, tb/*), and a sha256 of its own content. acts/*.npy are covered by
+                           index.json's crc32 (index.json carries a sha256 of its own content too, and the crc32 of
+                           inputs.npy), the checkpoints by ckpt.json. Every reader checks it: a file that differs
+                           from its entry, an entry whose file is gone and a run file with no entry are errors; a
+                           finished run with no manifest at all was written before it (a legacy run: it loads, with a
+                           warning). book.json, written later by `python -m miiii book`, and .lock are not run data
 
 The runner writes a directory chunk by chunk, a sweep one per member (config.json at its start, metrics.jsonl and
-tb/ chunk by chunk, metrics.npz, summary.json and params.npz at its end); `run.load_run` reads either back. A
-damaged or edited file is a ConfigError that names it.
+tb/ chunk by chunk, metrics.npz, params.npz, summary.json and checksums.json at its end); `run.load_run` reads
+either back. A damaged or edited file is a ConfigError that names it; so is a file that is not a regular file (a
+FIFO would block the reader), a symlink that leads out of the run directory, JSON nested too deep to parse, and an
+index.json whose values do not have the form the writer gives them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -44,14 +58,20 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.config import ConfigError, RunConfig
+from miiii.config import ConfigError, RunConfig, validate
+from miiii.errors import shown
 from miiii.files import io_fault, save_npz_atomic, write_json_atomic
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
-METRICS_LOG, TB = "metrics.jsonl", "tb"
+METRICS_LOG, TB, MANIFEST = "metrics.jsonl", "tb", "checksums.json"
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
-RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK)  # a run's own names, at its top
+RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK, METRICS_LOG, TB,
+             MANIFEST)  # a run's own names, at its top
 NAMES = ("step", "task_names", "grad_names")  # the arrays of metrics.npz that are not metrics
+# the files checksums.json lists (those present), besides every file under tb/; acts/*.npy: index.json's crc32
+LISTED = (CONFIG, METRICS, METRICS_LOG, PARAMS, SUMMARY, CKPT_META, f"{ACTS}/{ACTS_INDEX}", f"{ACTS}/{ACTS_INPUTS}")
+# what a resume of a finished run writes again (from its final checkpoint, metrics.npz and config)
+REBUILT = (SUMMARY, PARAMS, METRICS_LOG, f"{ACTS}/{ACTS_INPUTS}")
 
 
 # ---------------------------------------------------------------- writing
@@ -63,6 +83,17 @@ def run_owning(path: Path) -> Path | None:
     for p in {Path(path).absolute(), Path(path).resolve()}:
         for d in (p, *p.parents):
             if (d / CONFIG).is_file() and (d == p or p.relative_to(d).parts[0] in RUN_FILES):
+                return d
+    return None
+
+
+def inside_run(path: Path) -> Path | None:
+    """The run directory that `path` is, or lies anywhere inside (not only its own files: any folder below it), by
+    its absolute path and through symlinks; None if it is in no run. A run directory is one with config.json and
+    another of a run's files beside it."""
+    for p in {Path(path).absolute(), Path(path).resolve()}:
+        for d in (p, *p.parents):
+            if (d / CONFIG).is_file() and any((d / n).exists() for n in RUN_FILES if n != CONFIG):
                 return d
     return None
 
@@ -110,12 +141,56 @@ def write_params(run_dir: Path, params) -> None:
 
 
 def write_summary(run_dir: Path, summary: dict) -> None:
+    """summary.json, the last file of a finished run, then its manifest (checksums.json) over every file."""
     _written(Path(run_dir) / SUMMARY, write_json_atomic, summary)
+    write_manifest(run_dir)
 
 
 def remove_summary(run_dir: Path) -> None:
-    """A resumed run is unfinished again until it writes a new summary."""
+    """A resumed run is unfinished again until it writes a new summary (and manifest): the manifest goes first, so a
+    process killed in between leaves a finished run without one (a legacy run), never a manifest without its run."""
+    (Path(run_dir) / MANIFEST).unlink(missing_ok=True)
     (Path(run_dir) / SUMMARY).unlink(missing_ok=True)
+
+
+def _canonical_sum(obj: dict) -> str:
+    """sha256 of a JSON object without its "checksum" key, keys sorted: the checksum a file carries of itself."""
+    body = {k: v for k, v in obj.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(16 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def listed_files(run_dir: Path) -> list[str]:
+    """The run's files that a manifest lists, those present (relative paths with '/'): LISTED, and everything under
+    tb/ (or tb itself when it is not a directory)."""
+    run_dir = Path(run_dir)
+    names = [n for n in LISTED if (run_dir / n).exists() or (run_dir / n).is_symlink()]
+    tb = run_dir / TB
+    if tb.is_dir() and not tb.is_symlink():
+        names += sorted(p.relative_to(run_dir).as_posix() for p in tb.rglob("*") if not p.is_dir() or p.is_symlink())
+    elif tb.exists() or tb.is_symlink():
+        names.append(TB)
+    return names
+
+
+def write_manifest(run_dir: Path) -> None:
+    """checksums.json: the sha256 of every file `listed_files` finds, and of its own content; written atomically."""
+    run_dir = Path(run_dir)
+    try:
+        files = {n: file_sha256(run_dir / n) for n in listed_files(run_dir)}
+    except OSError as e:
+        raise io_fault(Path(e.filename or run_dir), e) from None
+    body = {"format": 1, "algorithm": "sha256", "files": files,
+            "note": "sha256 of each file of the finished run; acts/*.npy: crc32 in acts/index.json; ckpt/: sha256 "
+                    "in ckpt.json; checksum: sha256 of this object without it (json.dumps, sort_keys)"}
+    _written(run_dir / MANIFEST, write_json_atomic, body | {"checksum": _canonical_sum(body)})
 
 
 def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | None) -> None:
@@ -133,7 +208,8 @@ def write_book_report(run_dir: Path, report: dict) -> None:
 
 
 def write_acts_index(run_dir: Path, index: dict) -> None:
-    _written(Path(run_dir) / ACTS / ACTS_INDEX, write_json_atomic, index)
+    """index.json with the sha256 of its own content ("checksum"), which `read_acts_index` checks."""
+    _written(Path(run_dir) / ACTS / ACTS_INDEX, write_json_atomic, index | {"checksum": _canonical_sum(index)})
 
 
 def flatten_params(params, prefix: str = "") -> dict[str, np.ndarray]:
@@ -159,17 +235,53 @@ def unflatten(flat: dict[str, np.ndarray]) -> dict:
 
 # ---------------------------------------------------------------- reading
 
+_FAULTS = (OSError, ValueError, TypeError, EOFError, KeyError, RecursionError, zipfile.BadZipFile)
 
-def _read(path: Path, fn):
+
+def regular_file(path: Path, root: Path | None = None) -> Path:
+    """`path` when it is a regular file (after symlinks), else a ConfigError that names it: checked before anything
+    opens it, since opening a FIFO blocks until a writer comes. `root`: the run directory, which a symlink must not
+    lead out of (a run's files are its own)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"{path} is missing") from None
+    except OSError as e:
+        raise ConfigError(f"{path} cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{path} is damaged: it is not a regular file (a directory, FIFO, socket or device)")
+    if root is not None:
+        real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+        if not real.is_relative_to(top):
+            raise ConfigError(f"{path} is damaged or was edited: it is a symlink that leads out of the run directory "
+                              f"(to {shown(real, 200)})")
+    return path
+
+
+def _read(path: Path, fn, root: Path | None = None):
+    """fn(path) on a regular file; any error reading it is a ConfigError that names it."""
+    regular_file(path, path.parent if root is None else root)
     try:
         return fn(path)
-    except (OSError, ValueError, TypeError, EOFError, KeyError, zipfile.BadZipFile) as e:
+    except RecursionError:
+        raise ConfigError(f"{path} is damaged (JSON nested too deep to read)") from None
+    except _FAULTS as e:
         raise ConfigError(f"{path} is damaged ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def read_npy(path: Path) -> np.ndarray:
-    """An activation file, memory-mapped read-only; a ConfigError that names it when it is missing or damaged."""
-    return _read(path, lambda f: np.load(f, mmap_mode="r"))
+def _json(path: Path, root: Path | None = None, kind: type = dict):
+    """A JSON file whose top level is `kind` (an object), or a ConfigError that names it."""
+    out = _read(path, lambda f: json.loads(f.read_text()), root)
+    if not isinstance(out, kind):
+        raise ConfigError(f"{path} is damaged: its top level is not a JSON {kind.__name__}")
+    return out
+
+
+def read_npy(path: Path, root: Path | None = None) -> np.ndarray:
+    """An activation file, memory-mapped read-only; a ConfigError that names it when it is missing or damaged (or not
+    a regular file inside `root`, default its folder's parent: the run directory of acts/NAME.npy)."""
+    return _read(path, lambda f: np.load(f, mmap_mode="r"), Path(path).parent.parent if root is None else root)
 
 
 def _npz(path: Path) -> dict:
@@ -178,26 +290,34 @@ def _npz(path: Path) -> dict:
 
 
 def read_config(run_dir: Path) -> RunConfig:
-    """config.json of a run directory, or a ConfigError that says what is wrong with it."""
+    """config.json of a run directory, validated as a new run's would be (but for this machine's memory, which a run
+    written elsewhere may not fit), or a ConfigError that says what is wrong with it."""
     path = Path(run_dir) / CONFIG
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ConfigError(f"{run_dir} is not a run directory (no config.json)")
     try:
-        return RunConfig.from_dict(json.loads(path.read_text()))
-    except (ValueError, TypeError) as e:
+        return validate(RunConfig.from_dict(_json(path)), host=False)
+    except ConfigError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise ConfigError(f"{path} is damaged or was edited into something invalid ({e})") from None
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         raise ConfigError(f"{path} is damaged or was edited into something invalid ({e})") from None
 
 
 def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
     """ckpt.json ({} when there is none). Damaged: a ConfigError, or {} when not `strict`."""
     path = Path(run_dir) / CKPT_META
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         return {}
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        meta = _json(path, Path(run_dir))
+        if not isinstance(meta.get("checksums", {}), dict) or not isinstance(meta.get("config", {}), dict):
+            raise ConfigError(f"{path} is damaged: its checksums or config is not a JSON object")
+        return meta
+    except ConfigError:
         if strict:
-            raise ConfigError(f"{path} is damaged ({e})") from None
+            raise
         return {}
 
 
@@ -208,9 +328,24 @@ def check_unedited(run_dir: Path, cfg: RunConfig, ckpt_meta: dict) -> None:
         raise ConfigError(f"{Path(run_dir) / CKPT_META} is damaged or was edited: it has no copy of the config, so an "
                           f"edited {Path(run_dir) / CONFIG} cannot be told apart; restore it or start a new run")
     # compared as configs, so a run written before a field existed reads back with that field's default
-    if stored is not None and RunConfig.from_dict(stored) != cfg:
+    try:
+        same = stored is None or RunConfig.from_dict(stored) == cfg
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ConfigError(f"{Path(run_dir) / CKPT_META} is damaged: its copy of the config does not read ({e})"
+                          ) from None
+    if not same:
         raise ConfigError(f"{Path(run_dir) / CONFIG} was edited after the run started (it differs from the copy in "
                           f"{Path(run_dir) / CKPT_META}); restore it or start a new run")
+
+
+def check_layout(run_dir: Path) -> None:
+    """The run's folders are folders: acts/, ckpt/ and tb/ where they exist (a file in their place stops a resume
+    half-way: refused before anything is changed)."""
+    for name in (ACTS, CKPT, TB):
+        p = Path(run_dir) / name
+        if (p.exists() or p.is_symlink()) and not p.is_dir():
+            raise ConfigError(f"{p} is damaged: it should be a directory of the run, and is not; move it away "
+                              f"{'(TensorBoard writes it again) ' if name == TB else ''}and try again")
 
 
 def read_metrics(run_dir: Path, complete: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> dict:
@@ -218,7 +353,7 @@ def read_metrics(run_dir: Path, complete: tuple[str, ...] = (), optional: tuple[
     per step; `optional`: the same for those that are present (a metric added to the table after the run began is
     not)."""
     path = Path(run_dir) / METRICS
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         return {}
     out = _read(path, _npz)
     if complete or optional:
@@ -237,16 +372,16 @@ def read_metrics_log(run_dir: Path) -> dict:
     Safe while the run writes it: a last line still being written is left out.
     """
     path = Path(run_dir) / METRICS_LOG
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         return {}
     rows = _read(path, lambda f: [json.loads(line) for line in f.read_text().split("\n")[:-1]])
     if not rows:
         return {}
-    cols = [c for c in rows[0] if c != "step"]
     try:
+        cols = [c for c in rows[0] if c != "step"]
         values = np.array([[np.nan if r[c] is None else r[c] for c in cols] for r in rows], np.float32)
         out = {"step": np.array([r["step"] for r in rows], np.int64)}
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise ConfigError(f"{path} is damaged ({type(e).__name__}: {e})") from None
     groups: dict[str, list[int]] = {}
     subs: dict[str, list[str]] = {}
@@ -263,39 +398,169 @@ def read_metrics_log(run_dir: Path) -> dict:
 def read_summary(run_dir: Path) -> dict:
     """summary.json ({} while the run has not finished)."""
     path = Path(run_dir) / SUMMARY
-    return _read(path, lambda f: json.loads(f.read_text())) if path.is_file() else {}
+    return _json(path) if path.exists() or path.is_symlink() else {}
 
 
 def read_params(run_dir: Path) -> dict:
     """The final parameters as a nested dict of arrays ({} while the run has not finished)."""
     path = Path(run_dir) / PARAMS
-    return _read(path, lambda f: unflatten(_npz(f))) if path.is_file() else {}
+    return _read(path, lambda f: unflatten(_npz(f))) if path.exists() or path.is_symlink() else {}
 
 
 def has_checkpoints(run_dir: Path) -> bool:
     return (Path(run_dir) / CKPT_META).is_file() and (Path(run_dir) / CKPT).is_dir()
 
 
+# ---------------------------------------------------------------- the manifest (checksums.json)
+
+
+def read_manifest(run_dir: Path) -> dict[str, str] | None:
+    """checksums.json's files ({relative path: sha256}), checked against its own checksum; None when the run has none
+    (unfinished, or written before manifests). Damaged: a ConfigError that names it."""
+    path = Path(run_dir) / MANIFEST
+    if not (path.exists() or path.is_symlink()):
+        return None
+    m = _json(path, Path(run_dir))
+    files = m.get("files")
+    if m.get("checksum") != _canonical_sum(m) or not isinstance(files, dict):
+        raise ConfigError(f"{path} is damaged: its content does not match its own checksum")
+    for name, digest in files.items():
+        parts = name.split("/")
+        if (name not in LISTED and parts[0] != TB) or ".." in parts or "" in parts or not isinstance(digest, str):
+            raise ConfigError(f"{path} is damaged or was edited: it lists {shown(name)!r}, not a file of a run")
+    return files
+
+
+def manifest_faults(run_dir: Path) -> dict[str, str] | None:
+    """Each file of a run with a manifest that is not as the manifest says, with the message saying why: changed,
+    missing, not a regular file, or present with no entry (a missing checksum is itself a fault). {}: every file is
+    as written; None: the run has no manifest."""
+    run_dir = Path(run_dir)
+    files = read_manifest(run_dir)
+    if files is None:
+        return None
+    where, faults = run_dir / MANIFEST, {}
+    for name, want in files.items():
+        path = run_dir / name
+        try:
+            regular_file(path, run_dir)
+            if file_sha256(path) != want:
+                faults[name] = f"{path} is damaged: it does not match its checksum in {where}"
+        except ConfigError as e:
+            faults[name] = f"{e} ({where} lists it)"
+        except OSError as e:
+            faults[name] = f"{path} cannot be read ({e.strerror or e})"
+    for name in listed_files(run_dir):
+        if name not in files:
+            faults[name] = f"{run_dir / name} has no checksum in {where}: it was added or replaced after the run ended"
+    return faults
+
+
+def check_manifest(run_dir: Path, rebuilt: tuple[str, ...] = ()) -> list[str] | None:
+    """Raise the first fault `manifest_faults` finds (a ConfigError naming the file), but for those in `rebuilt`
+    (what the caller writes again), which are returned with their messages; None: the run has no manifest."""
+    faults = manifest_faults(run_dir)
+    if faults is None:
+        return None
+    fatal = [msg for name, msg in faults.items() if name not in rebuilt]
+    if fatal:
+        raise ConfigError(fatal[0])
+    return [msg for name, msg in faults.items() if name in rebuilt]
+
+
+# ---------------------------------------------------------------- acts/index.json
+
+
+def _whole(v, least: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
+def _steps_list(v) -> bool:
+    return isinstance(v, list) and all(_whole(x) for x in v) and all(a < b for a, b in zip(v, v[1:], strict=False))
+
+
+def check_acts_index(index, path: Path) -> dict:
+    """index.json's schema: the form `record.Recording.index` writes (a ConfigError naming the file and the value
+    otherwise), and its own checksum when it carries one (every index.json written since it does)."""
+    def bad(what: str):
+        raise ConfigError(f"{path} is damaged or was edited: {what}")
+
+    if not isinstance(index, dict):
+        bad("its top level is not a JSON object")
+    arrays = index.get("arrays", {})
+    if not isinstance(arrays, dict):
+        bad('"arrays" is not an object of name: array')
+    for name, meta in arrays.items():
+        if not isinstance(meta, dict):
+            bad(f'"arrays"/{shown(name)!r} is not an object')
+        shape, every, steps, sums = meta.get("shape"), meta.get("every", 1), meta.get("steps"), meta.get("crc32", [])
+        if not isinstance(shape, list) or not shape or not all(_whole(n) for n in shape):
+            bad(f'{shown(name)!r} has no "shape" of non-negative integers')
+        try:
+            np.dtype(meta.get("dtype"))
+        except TypeError:
+            bad(f'{shown(name)!r} has no numpy "dtype"')
+        if not isinstance(meta.get("dtype"), str):
+            bad(f'{shown(name)!r} has no numpy "dtype"')
+        if steps is not None and (not _steps_list(steps) or len(steps) < shape[0]):
+            bad(f'{shown(name)!r}: "steps" is not a list of increasing steps, one per row')
+        if steps is None and not _whole(every, 1):
+            bad(f'{shown(name)!r}: "every" is {shown(every)}, not a positive integer')
+        if (not isinstance(sums, list) or not all(isinstance(e, list) and len(e) == 2 and _whole(e[0], 1)
+                                                  and _whole(e[1]) and e[1] < 2**32 for e in sums)
+                or not _steps_list([e[0] for e in sums]) or (sums and sums[-1][0] > shape[0])):
+            bad(f'{shown(name)!r}: "crc32" is not a list of [rows, crc32] with rows increasing up to the shape')
+    done, finished = index.get("complete_step", 0), index.get("finished", True)
+    if not _whole(done):
+        bad(f'"complete_step" is {shown(done)}, not a step')
+    if not isinstance(finished, bool):
+        bad(f'"finished" is {shown(finished)}, not true or false')
+    if not _steps_list(index.get("steps", [])):
+        bad('"steps" is not a list of increasing steps')
+    inputs = index.get("inputs", {})
+    if not isinstance(inputs, dict) or not _whole(inputs.get("crc32", 0)) or inputs.get("crc32", 0) >= 2**32:
+        bad('"inputs" is not an object with a crc32')
+    if "checksum" in index and "crc32" not in inputs:
+        bad('"inputs" has no crc32 of inputs.npy')
+    for meta in arrays.values():  # the files it names: inside acts/ (the run directory is its parent's parent)
+        acts_file(path.parent.parent, meta.get("file"))
+    if "checksum" in index and index["checksum"] != _canonical_sum(index):  # last: the checks above say more
+        bad("its content does not match its own checksum")
+    return index
+
+
 def read_acts_index(run_dir: Path) -> dict:
-    """acts/index.json, or a ConfigError when it is missing or damaged."""
+    """acts/index.json, checked (`check_acts_index`), or a ConfigError when it is missing or damaged."""
     path = Path(run_dir) / ACTS / ACTS_INDEX
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path} is damaged or missing ({e})") from None
+    if not (path.exists() or path.is_symlink()):
+        raise ConfigError(f"{path} is damaged or missing (there is no such file)")
+    return check_acts_index(_json(path, Path(run_dir)), path)
 
 
 def acts_file(run_dir: Path, name) -> str:
     """An array's file as index.json names it: a plain name inside acts/ (never a path to another run's files)."""
     if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") or not name.endswith(".npy"):
         raise ConfigError(f"{Path(run_dir) / ACTS / ACTS_INDEX} is damaged or was edited: it names the file "
-                          f"{str(name)[:80]!r}, not a .npy file inside acts/")
+                          f"{shown(name)!r}, not a .npy file inside acts/")
     return name
 
 
+def check_inputs(run_dir: Path, index: dict) -> None:
+    """acts/inputs.npy against the crc32 index.json holds of it (indexes written before it have none)."""
+    want = index.get("inputs", {}).get("crc32")
+    path = Path(run_dir) / ACTS / ACTS_INPUTS
+    if want is not None and _read(path, lambda f: zlib.crc32(f.read_bytes()), Path(run_dir)) != want:
+        raise ConfigError(f"{path} is damaged: it does not match its crc32 in {path.parent / ACTS_INDEX}")
+
+
 def check_rows(path: Path, a: np.ndarray, sums: list) -> None:
-    """The rows of `a` (time first) against index.json's crc32 of each commit's rows; the commits past len(a) are
-    not checked (an interrupted run's rows after its last commit). A mismatch is a ConfigError naming the file."""
+    """The rows of `a` (time first) against index.json's crc32 of each commit's rows, which must reach its last row
+    (rows without a checksum are a fault); the commits past len(a) are not checked (an interrupted run's rows after
+    its last commit). A mismatch is a ConfigError naming the file."""
+    if len(a) and (not sums or sums[-1][0] < len(a)):
+        covered = sums[-1][0] if sums else 0
+        raise ConfigError(f"{path} is damaged or its index was edited: rows {covered}..{len(a) - 1} have no checksum "
+                          f"in {path.parent / ACTS_INDEX}")
     start = 0
     for stop, crc in sums:
         if stop > len(a):

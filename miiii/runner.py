@@ -36,6 +36,9 @@ from miiii.record import GiB, Recorder, check_budget, describe_recording, plan
 from miiii.rundir import (
     CONFIG,
     PARAMS,
+    REBUILT,
+    check_layout,
+    check_manifest,
     check_unedited,
     flatten_params,
     has_checkpoints,
@@ -184,6 +187,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         raise ConfigError(f"--resume: the config differs from {run_dir / CONFIG} ({'; '.join(diff[:6])}); "
                           "resume without --preset/--set/--steps/--seed, or start a new run")
     cfg = saved
+    check_layout(run_dir)
     if not has_checkpoints(run_dir):
         if not unstarted(run_dir):
             raise ConfigError(f"{run_dir} has no checkpoints (ckpt/, ckpt.json): nothing to resume from")
@@ -192,6 +196,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             _say(f"{run_dir} stopped before its first checkpoint; starting it over from its config.json")
             return _start(cfg, run_dir, claim, stop, progress, None, on_chunk, tensorboard, profile)
     check_unedited(run_dir, cfg, read_ckpt_meta(run_dir))
+    rebuild = check_manifest(run_dir, REBUILT) or []  # a finished run's other files must be as written
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
     with _StopFlag() as stop, RunLock(run_dir):
@@ -216,7 +221,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
         recorder = Recorder(run_dir, rec, create=False)
         try:
             recorder.resume(index, s, index.get("finished", False) and s == cfg.train.steps)
-            summary = read_summary(run_dir) if s == cfg.train.steps and final_params_match(run_dir, state) else {}
+            summary = final_summary(run_dir, state, rebuild, recorder.inputs_damaged) if s == cfg.train.steps else {}
         except BaseException:
             recorder.close()
             ckpts.close()
@@ -245,6 +250,22 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             session.close()
             raise
         return session.run(state, progress, on_chunk, resumed_from=s, stop=stop)
+
+
+def final_summary(run_dir: Path, state, rebuild: list[str], inputs_damaged: bool) -> dict:
+    """A finished run's summary when its files are as written (a resume then has nothing to do); else {}, with a
+    warning for each file the resume writes again: params.npz and summary.json from the final checkpoint,
+    metrics.jsonl from metrics.npz, acts/inputs.npy from the config."""
+    for msg in rebuild:
+        _say(f"warning: {msg}; writing it again")
+    if not final_params_match(run_dir, state):
+        return {}
+    try:
+        summary = read_summary(run_dir)
+    except ConfigError as e:
+        _say(f"warning: {e}; writing it again from the final checkpoint")
+        return {}
+    return {} if rebuild or inputs_damaged else summary
 
 
 def final_params_match(run_dir: Path, state) -> bool:
@@ -451,6 +472,9 @@ class Session:
         """params.npz and summary.json of the finished run; returns the summary."""
         cfg = self.cfg
         steps = cfg.train.steps
+        if self.log is not None:  # metrics.jsonl and tb/ complete before checksums.json lists them (write_summary)
+            self.log.close()
+            self.log = None
         write_params(self.run_dir, state.params)
         summary = summarize(cfg, self.task, self.trainer, state.params, np.arange(steps), self.hist)
         ran = steps - (resumed_from or 0)

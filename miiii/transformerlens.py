@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError
-from miiii.rundir import flatten_params
+from miiii.errors import shown
+from miiii.files import fsync_dir, io_fault, write_text_atomic
+from miiii.rundir import flatten_params, inside_run
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 LOAD = '''import json
@@ -40,8 +42,12 @@ model = HookedTransformer(HookedTransformerConfig(**cfg)); model.load_state_dict
 
 
 def load_lines(out_dir: str | Path = "OUT_DIR") -> str:
-    """The five lines that load an export in TransformerLens, for the export at `out_dir`."""
-    return LOAD.replace("OUT_DIR", str(out_dir))
+    """The five lines that load an export in TransformerLens, for the export at `out_dir`: each path a Python string
+    literal (repr), so a folder named with quotes, backslashes or code reads back as that path and runs nothing."""
+    text = LOAD
+    for name in (CONFIG, WEIGHTS):
+        text = text.replace(f'"OUT_DIR/{name}"', repr(f"{out_dir}/{name}"))
+    return text
 
 
 # ---------------------------------------------------------------- safetensors, numpy only
@@ -52,8 +58,15 @@ _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
+def _write_parts(f, parts) -> None:
+    """The one place an export's bytes go to disk (tests patch it to simulate a full disk)."""
+    for part in parts:
+        f.write(part)
+
+
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
-    """`tensors` in the safetensors format, in their order; written to a temporary file, then renamed."""
+    """`tensors` in the safetensors format, in their order; written to a temporary file, synced, then renamed (a
+    failed write removes the temporary file and raises the OSError)."""
     header: dict = {"__metadata__": dict(metadata)} if metadata else {}
     blobs, offset = [], 0
     for name, a in tensors.items():
@@ -68,11 +81,16 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned (the format allows trailing spaces)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            _write_parts(f, [struct.pack("<Q", len(text)) + text, *blobs])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -174,24 +192,40 @@ def tl_config(run, d_vocab_out: int) -> dict:
 
 def export_tl(run_dir: str | Path, out_dir: str | Path) -> dict:
     """Write RUN_DIR's final parameters as OUT_DIR/model.safetensors and OUT_DIR/config.json; returns the config.
-    Refuses an OUT_DIR that holds anything and a RUN_DIR that is not a finished run (ConfigError)."""
+    Refuses an OUT_DIR that holds anything, one inside a run directory (a resume would take it for the run's own
+    files) and a RUN_DIR that is not a finished run (ConfigError). A failed write (disk full) is a RunError and
+    leaves nothing: the files and the folders it made are removed."""
     from miiii.run import load_run
 
     out = Path(out_dir)
+    owner = inside_run(out)
+    if owner is not None:
+        raise ConfigError(f"{shown(out, 200)} is inside the run directory {shown(owner, 200)}; write the export "
+                          "somewhere else")
+    if out.is_symlink() and not out.exists():
+        raise ConfigError(f"{shown(out, 200)} is a symlink to nothing; choose a new OUT_DIR")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out} already exists and is not empty; choose a new OUT_DIR")
+        raise ConfigError(f"{shown(out, 200)} already exists and is not empty; choose a new OUT_DIR")
     run = load_run(run_dir)
     if not run.summary or not run.params:
         raise ConfigError(f"{run_dir} is not a finished run (no summary.json or params.npz); finish it first "
                           f"(`python -m miiii train --resume {run_dir}`)")
     sd = tl_state_dict(run.params, run.model, run.task.n_classes)
     cfg = tl_config(run, sd["unembed.W_U"].shape[1])
+    made = [p for p in (out, *out.parents) if not (p.exists() or p.is_symlink())]
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_safetensors(out / WEIGHTS, sd, {"format": "pt"})
-        tmp = out / (CONFIG + ".tmp")
-        tmp.write_text(json.dumps(cfg, indent=2) + "\n")
-        os.replace(tmp, out / CONFIG)
-    except OSError as e:
-        raise ConfigError(f"writing {out} failed: {e.strerror or e}") from None
+        write_text_atomic(out / CONFIG, json.dumps(cfg, indent=2) + "\n")
+    except BaseException as e:
+        for name in (WEIGHTS, CONFIG):
+            (out / name).unlink(missing_ok=True)
+        for p in made:  # innermost first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        if isinstance(e, OSError):
+            raise io_fault(Path(e.filename) if e.filename else out, e) from None
+        raise
     return cfg

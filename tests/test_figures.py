@@ -17,6 +17,7 @@ from miiii.presets import get_preset
 from miiii.record import plan
 from miiii.report import VERDICTS, claims, results_markdown
 from miiii.run import load_run
+from miiii.rundir import write_manifest
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
 
@@ -41,6 +42,7 @@ def runs(tmp_path_factory):
     cfg = json.loads((basis / "config.json").read_text())
     cfg["task"]["variant"] = "basis"
     (basis / "config.json").write_text(json.dumps(cfg))
+    write_manifest(basis)  # the edited copy's checksums.json, or load_run refuses its config.json as damaged
     return {"nanda": nanda, "miiii": miiii, "basis": basis}
 
 
