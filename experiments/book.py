@@ -48,8 +48,7 @@ from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
-from miiii.errors import OneLineParser, out_folder, shown  # noqa: E402
-from miiii.files import RunError  # noqa: E402
+from miiii.errors import OneLineParser, one_line_errors, out_folder  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, provenance, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import load_run  # noqa: E402
@@ -950,14 +949,7 @@ def main(argv=None) -> int:
         ap.error("--first-seed needs --unstated, or --gap with --seeds")
     if args.first_seed < 0:
         ap.error(f"--first-seed must not be negative, got {args.first_seed}")
-    try:
-        return study(args, trained)
-    except ConfigError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 2
-    except RunError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 1
+    return one_line_errors(study, args, trained)
 
 
 def study(args, trained: int | None) -> int:

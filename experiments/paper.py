@@ -35,8 +35,7 @@ from pathlib import Path
 from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
-from miiii.errors import OneLineParser, out_folder, shown
-from miiii.files import RunError
+from miiii.errors import OneLineParser, one_line_errors, out_folder
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.provenance import provenance
@@ -213,14 +212,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return study(args)
-    except ConfigError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 2
-    except RunError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 1
+    return one_line_errors(study, args)
 
 
 def study(args) -> int:

@@ -45,8 +45,7 @@ import numpy as np  # noqa: E402
 
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
-from miiii.errors import OneLineParser, out_folder, shown  # noqa: E402
-from miiii.files import RunError  # noqa: E402
+from miiii.errors import OneLineParser, one_line_errors, out_folder, shown  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import Run  # noqa: E402
@@ -245,14 +244,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results") / "book",
                     help="report folder; reads torch_book_addition.json and batches98.json there")
     args = ap.parse_args(argv)
-    try:
-        return study(args)
-    except ConfigError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 2
-    except RunError as e:
-        print(f"error: {shown(e, 4000)}", file=sys.stderr)
-        return 1
+    return one_line_errors(study, args)
 
 
 def study(args) -> int:

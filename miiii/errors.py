@@ -5,11 +5,26 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from pathlib import Path
 
 
 class ConfigError(ValueError):
     """A configuration a run cannot start from; the CLI prints it and exits with status 2."""
+
+
+class RunError(RuntimeError):
+    """A run that stopped on a fault it cannot fix (disk full, write error); the message says what is left."""
+
+
+def one_line_errors(fn, *args) -> int:
+    """`fn(*args)`'s exit status, with the CLI's standard for a study script: bad input (ConfigError) is one
+    `error:` line and status 2, a failed write (RunError) one line and status 1."""
+    try:
+        return fn(*args)
+    except (ConfigError, RunError) as e:
+        print(f"error: {shown(e, 4000)}", file=sys.stderr)
+        return 2 if isinstance(e, ConfigError) else 1
 
 
 def shown(value, limit: int = 80) -> str:

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-class RunError(RuntimeError):
-    """A run that stopped on a fault it cannot fix (disk full, write error); the message says what is left."""
+from miiii.errors import RunError  # noqa: F401 - the error of this module's writes, imported from here too
 
 
 def free_bytes(path: Path) -> int:
@@ -49,7 +47,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _atomic(path: Path, tmp: Path, write) -> None:
+def write_atomic(path: Path, tmp: Path, write) -> None:
     """`write(f)` into `tmp`, fsync it, rename it over `path`, fsync the directory: after a power loss `path` is
     the old file or the whole new one, and once this returns the new one. A failed write removes `tmp`."""
     try:
@@ -66,20 +64,20 @@ def _atomic(path: Path, tmp: Path, write) -> None:
 
 def write_json_atomic(path: Path, obj) -> None:
     text = json.dumps(obj, indent=1, sort_keys=True).encode()
-    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(text))
+    write_atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(text))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     data = text.encode()
-    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
+    write_atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    _atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
+    write_atomic(path, path.with_name(path.name + ".tmp"), lambda f: f.write(data))
 
 
 def save_npz_atomic(path: Path, **arrays) -> None:
-    _atomic(path, path.with_suffix(".tmp.npz"), lambda f: np.savez(f, **arrays))
+    write_atomic(path, path.with_suffix(".tmp.npz"), lambda f: np.savez(f, **arrays))
 
 
 def fsync_tree(path: Path) -> None:

@@ -22,7 +22,6 @@ class count that training pads its bucket with; `miiii["slices"]` says where eac
 from __future__ import annotations
 
 import json
-import os
 import struct
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from miiii.config import ConfigError
 from miiii.errors import shown
-from miiii.files import fsync_dir, io_fault, write_text_atomic
+from miiii.files import io_fault, write_atomic, write_text_atomic
 from miiii.rundir import flatten_params, inside_run
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -80,17 +79,8 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
         offset += len(blob)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned (the format allows trailing spaces)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            _write_parts(f, [struct.pack("<Q", len(text)) + text, *blobs])
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    write_atomic(path, path.with_name(path.name + ".tmp"),
+                 lambda f: _write_parts(f, [struct.pack("<Q", len(text)) + text, *blobs]))
 
 
 def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
