@@ -55,7 +55,12 @@ from miiii.run import load_run  # noqa: E402
 from miiii.rundir import read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
-from miiii.tasks import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
+from miiii.tasks import (  # noqa: E402
+    TOKEN_TEXT,
+    encode_addition,
+    encode_reversal,
+    task_spec,  # noqa: E402
+)
 from miiii.train import steps_per_epoch  # noqa: E402
 
 ABLATIONS = {  # name: (config switches, what the book says breaks)
@@ -103,18 +108,14 @@ def attention(ev: Evaluator, seq: np.ndarray) -> list[np.ndarray]:
 
 
 def alignment_scores(ev: Evaluator, n_samples: int = 512) -> list[float]:
-    """Per layer: mean attention mass an answer query puts on the positions its algorithm reads.
-
-    Addition: the query that writes sum digit j (10^j) reads column j of a and of b. Reversal: the
-    query that writes reversed digit j reads input position n-1-j (the anti-diagonal).
+    """Per layer: mean attention mass an answer query puts on the positions its algorithm reads (the task's
+    `TaskSpec.reads`: addition, the query that writes sum digit j (10^j) reads column j of a and of b; reversal,
+    the query that writes reversed digit j reads input position n-1-j, the anti-diagonal).
     """
     x = ev.task.valid.x[:n_samples]
     _, acts = ev.apply(ev.params, x)
-    n, a0 = ev.n, ev.task.answer_start
-    if ev.task.name == "addition":
-        pairs = [(a0 + j, [n - 1 - j, 2 * n - j]) for j in range(n)]
-    else:
-        pairs = [(a0 + j, [n - 1 - j]) for j in range(n)]
+    a0 = ev.task.answer_start
+    pairs = [(a0 + j, keys) for j, keys in enumerate(task_spec(ev.task.name).reads(ev.n))]
     out = []
     for i in range(ev.cfg.model.n_layers):
         pat = np.asarray(acts[f"blocks.{i}.attn.hook_pattern"]).mean(1)  # (b, q, k), heads averaged

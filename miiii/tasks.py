@@ -155,6 +155,9 @@ class TaskSpec:
     probe: Callable[[str], np.ndarray] | None = None  # record.probes text -> its sequence; ValueError if not its form
     probe_form: str = ""  # an example probe, for messages
     edge_cases: Callable[[int], tuple[list[str], np.ndarray]] | None = None  # n -> the book's checks: names, sequences
+    # n -> for each answer digit j (0 = the first written), the input positions it is a function of (addition: column
+    # j of a and of b, ones first; reversal: position n-1-j), the positions an attention that computes it reads
+    reads: Callable[[int], list[list[int]]] | None = None
 
     def __post_init__(self):
         """An entry is whole for its family: a missing rule fails here, at import, not deep inside a run."""
@@ -492,12 +495,14 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              metric_names=lambda cfg, _: (cfg.name,), exports_adder=True, max_digits=30, operands=2,
              encode=lambda r, n: encode_addition(r[:, 0], r[:, 1], n), length=lambda n: 3 * n + 3,
              answer_at=lambda n: 2 * n + 1, unpredictable=lambda n: 2 * n - 1, commutative=True,
-             probe=_addition_probe, probe_form="123+456", edge_cases=_addition_cases),
+             probe=_addition_probe, probe_form="123+456", edge_cases=_addition_cases,
+             reads=lambda n: [[n - 1 - j, 2 * n - j] for j in range(n)]),
     TaskSpec("reversal", SEQUENCE, "the digits reversed (the book)",
              metric_names=lambda cfg, _: (cfg.name,), max_digits=30, operands=1,
              encode=lambda r, n: encode_reversal(digits(r[:, 0], n)), length=lambda n: 2 * n + 1,
              answer_at=lambda n: n, unpredictable=lambda n: n - 1,
-             probe=_reversal_probe, probe_form="12345", edge_cases=_reversal_cases),
+             probe=_reversal_probe, probe_form="12345", edge_cases=_reversal_cases,
+             reads=lambda n: [[n - 1 - j] for j in range(n)]),
     # Power et al. 2022's modular tasks on nanda's layout [x0, x1, p]
     TaskSpec("sub", GRID, "(x0 - x1) mod p (Power et al. 2022)", metric_names=_mod_p,
              answer=lambda x0, x1, p: ((x0 - x1) % p)[:, None], moduli=_ONE_SLOT),
