@@ -15,6 +15,7 @@ from pathlib import Path
 
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, SWEEPABLE, ConfigError, apply_overrides, shown
+from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
 from miiii.files import RunError
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 from miiii.transformerlens import LOAD
@@ -29,11 +30,12 @@ def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
     ap.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                     help=f"do not write TensorBoard scalars to {what}/tb/ (written by default when the optional "
                     "tensorboardX is installed: pip install -e '.[tensorboard]'); metrics.jsonl is written either way")
-    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+    ap.add_argument("--profile", default=None, metavar="DIR",
                     help="trace one chunk with jax.profiler into DIR: the first chunk whose program is already "
                     "compiled (the second, usually; the only one if there is one); open "
                     "DIR/plugins/profile/*/perfetto_trace.json.gz at https://ui.perfetto.dev, or run "
-                    "xprof --logdir DIR (TensorBoard's profile plugin)")
+                    "xprof --logdir DIR (TensorBoard's profile plugin). DIR is checked before training: a file, an "
+                    "empty path or a directory that cannot be written is refused")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,10 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "chunk), sweep.json and grok_steps.png.", epilog=CACHE_NOTE)
     sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
     sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
-    sw.add_argument("--grid", nargs="*", default=[], metavar="KEY=V1,V2",
+    sw.add_argument("--grid", nargs="*", action="extend", default=[], metavar="KEY=V1,V2",
                     help="scalar hyper-parameters to cross: "
                     f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay); "
-                    "e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0")
+                    "e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0 (repeatable: every --grid's keys are crossed, "
+                    "--grid lr=1e-3,3e-3 --grid wd=0.3,1.0 is the same 4 points; a key given twice is refused)")
     sw.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/sweep-PRESET-TIME)")
     sw.add_argument("--steps", type=int, default=None, help="steps per member (overrides train.steps)")
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -86,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_ops_options(sw, "each member's directory")
     mp = sw.add_argument_group(
         "several processes (hosts)",
-        "Start the same command (same preset, --set, --seeds, --grid) on every host, adding these three with its own "
-        "--process-id: jax.distributed.initialize joins them, the members are sharded over every process's devices, "
+        "Start the same command (same preset, --set, --seeds, --grid) on every host, adding --coordinator, "
+        "--num-processes and its own --process-id: jax.distributed.initialize joins them (each process says what it "
+        "waits for, and gives up after --join-timeout), the members are sharded over every process's devices, "
         "and process 0 alone writes --out (on its own disk) and prints the results. CPU processes talk through gloo. "
         "Tested with two processes on one machine (CPU); not on several machines or GPUs.")
     mp.add_argument("--coordinator", default=None, metavar="HOST:PORT",
@@ -95,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--num-processes", type=int, default=None, metavar="N", help="how many processes join")
     mp.add_argument("--process-id", type=int, default=None, metavar="I",
                     help="this process's number, 0 .. N-1 (0: the one that writes)")
+    mp.add_argument("--join-timeout", type=float, default=300.0, metavar="SECONDS",
+                    help="how long a process waits for all N to join (default 300, jax's own) before it gives up "
+                    "with an error, exit status 2; it says what it waits for, and Ctrl-C stops the wait")
 
     pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
@@ -199,7 +206,9 @@ def parse_bytes(text: str) -> int:
 
 def cmd_train(args) -> int:
     from miiii.rundir import read_config
-    from miiii.runner import resume_run, train_run  # jax is imported once the input is known good
+
+    with deferred_interrupts():  # a Ctrl-C during the imports (jax, orbax) is raised once they are done
+        from miiii.runner import resume_run, train_run
 
     budget = parse_bytes(args.record_budget)
     if args.resume is not None:
@@ -231,7 +240,11 @@ def processes(args) -> tuple | None:
                           "--num-processes N and --process-id I")
     host, colon, port = args.coordinator.rpartition(":")
     if not colon or not host or not port.isdigit():
-        raise ConfigError(f"--coordinator takes HOST:PORT (process 0's address), not '{args.coordinator}'")
+        raise ConfigError(f"--coordinator takes HOST:PORT (process 0's address), not '{shown(args.coordinator)}'")
+    if not 1 <= int(port) <= 65535:
+        raise ConfigError(f"--coordinator {shown(args.coordinator)}: a port is 1 .. 65535, not {shown(port)}")
+    if not 0 < args.join_timeout < float("inf"):
+        raise ConfigError(f"--join-timeout takes a number of seconds above 0, not {args.join_timeout:g}")
     if args.num_processes < 1 or not 0 <= args.process_id < args.num_processes:
         raise ConfigError(f"--process-id must be in 0 .. {args.num_processes - 1} and --num-processes at least 1, "
                           f"got {args.process_id} of {args.num_processes}")
@@ -239,7 +252,8 @@ def processes(args) -> tuple | None:
 
 
 def cmd_sweep(args) -> int:
-    from miiii.sweep import join_processes, make_members, parse_grid, run_sweep
+    with deferred_interrupts():
+        from miiii.sweep import join_processes, make_members, parse_grid, run_sweep
 
     args.seed = None
     cfg = resolve_config(args)
@@ -248,7 +262,7 @@ def cmd_sweep(args) -> int:
     joined = processes(args)
     out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     if joined:
-        join_processes(*joined)  # before anything touches a device
+        join_processes(*joined, timeout=args.join_timeout)  # before anything touches a device
     res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
                     profile=args.profile)
     if joined and args.process_id != 0:
@@ -261,7 +275,10 @@ def cmd_sweep(args) -> int:
         label = ", ".join(f"{k}={v:g}" for k, v in pt["values"].items()) or "seeds"
         mean = f"{pt['mean']:.0f}" if pt["mean"] is not None else "-"
         std = f" ± {pt['std']:.0f}" if pt["std"] is not None else ""
-        print(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}, grokking step {mean}{std}")
+        gone = [d for d in pt["diverged_at"] if d is not None]
+        diverged = (f", diverged {len(gone)}/{len(pt['grok_steps'])} (at step {', '.join(map(str, gone))})"
+                    if gone else "")
+        print(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}{diverged}, grokking step {mean}{std}")
     return 0
 
 
@@ -293,11 +310,14 @@ def cmd_figures(args) -> int:
 
 
 def _unraisable(u) -> None:
-    """sys.unraisablehook of the command-line process: drop the noise that follows an outcome already reported in
-    one line (a Ctrl-C while Python shuts down; tensorstore's callbacks into orbax's closed event loop after a
-    failed checkpoint write), pass anything else on."""
-    if issubclass(u.exc_type, KeyboardInterrupt) or (
-            issubclass(u.exc_type, RuntimeError) and "Event loop is closed" in str(u.exc_value)):
+    """sys.unraisablehook of the command-line process: a Ctrl-C that landed where it cannot be raised (jax's garbage-
+    collection callback) is remembered, and raised at the command's next safe point (errors.remember_interrupt;
+    while Python shuts down nothing is left to stop); tensorstore's callbacks into orbax's closed event loop after a
+    failed checkpoint write are dropped (that outcome is already reported in one line); anything else is passed on."""
+    if issubclass(u.exc_type, KeyboardInterrupt):
+        remember_interrupt()
+        return
+    if issubclass(u.exc_type, RuntimeError) and "Event loop is closed" in str(u.exc_value):
         return
     sys.__unraisablehook__(u)
 
@@ -334,8 +354,11 @@ def run_command(args, argv=None) -> int:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "book": cmd_book, "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
         if args.command in COMPILES:
-            setup_compile_cache()
+            with deferred_interrupts():  # imports jax
+                setup_compile_cache()
         rc = commands[args.command](args)
+        if rc == 0 and interrupt_pending():  # a Ctrl-C swallowed after the last safe point: the command was stopped
+            rc, msg = 130, "interrupted"
     except ConfigError as e:
         rc, msg = 2, f"error: {e}"
     except FloatingPointError as e:
@@ -344,6 +367,10 @@ def run_command(args, argv=None) -> int:
         rc, msg = 1, f"error: {e}"
     except KeyboardInterrupt as e:
         rc, msg = 130, str(e) or "interrupted"
+    except ImportError:  # a Ctrl-C inside an extension module's initialisation reads `initialization failed`
+        if not interrupt_pending():
+            raise
+        rc, msg = 130, "interrupted"
     if argv is None:  # the command is over: a Ctrl-C while Python shuts down has nothing left to stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if msg is not None:

@@ -1,11 +1,15 @@
-"""The bottom of the package: the error a configuration raises and how a message echoes a user's value (no imports
-from miiii, so every module, tasks.py and config.py included, can use them)."""
+"""The bottom of the package: the error a configuration raises, how a message echoes a user's value, and a Ctrl-C
+remembered until it can be raised (no imports from miiii, so every module, tasks.py and config.py included, can use
+them)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -56,3 +60,49 @@ def out_folder(out: Path, flag: str = "--out") -> Path:
         raise ConfigError(f"{flag} {shown(out, 200)}: {shown(blocker, 200)} exists and is not a directory; choose "
                           f"another {flag}")
     return out
+
+
+# ---------------------------------------------------------------- Ctrl-C that cannot be raised where it lands
+
+_pending = [False]
+
+
+def remember_interrupt(*_) -> None:
+    """Note a Ctrl-C that could not stop the program where it landed: a KeyboardInterrupt raised inside a garbage-
+    collection callback (jax has one) is swallowed (cli's unraisable hook calls this), one raised inside an extension
+    module's initialisation becomes `ImportError: initialization failed`. Also a SIGINT handler (see
+    `deferred_interrupts`). The next safe point (`raise_interrupt`, a start-up stage, a chunk boundary) raises it."""
+    _pending[0] = True
+
+
+def interrupt_pending() -> bool:
+    return _pending[0]
+
+
+def raise_interrupt(message: str = "interrupted") -> None:
+    """A safe point: a remembered Ctrl-C is raised here (KeyboardInterrupt)."""
+    if _pending[0]:
+        _pending[0] = False
+        raise KeyboardInterrupt(message)
+
+
+def sigint(signum, frame) -> None:
+    """The command line's SIGINT handler: Python's own (a KeyboardInterrupt where the program is), but remembered
+    first, so that a KeyboardInterrupt something swallows still stops the command at its next safe point."""
+    remember_interrupt()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Inside (imports): a Ctrl-C is only remembered, so no import is left half done; it is raised on the way out.
+    Outside the main thread (which Python's signals never reach) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    prev = signal.signal(signal.SIGINT, remember_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, prev if prev is not None else signal.SIG_DFL)
+    raise_interrupt()

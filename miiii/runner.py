@@ -13,8 +13,11 @@ checksum is written; `--resume` trusts only steps with a matching checksum.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,7 +31,8 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints, describe_checkpoints
 from miiii.claim import RunClaim, RunLock, check_new
-from miiii.config import ConfigError, RunConfig, validate
+from miiii.config import ConfigError, RunConfig, shown, validate
+from miiii.errors import interrupt_pending
 from miiii.files import RunError, then
 from miiii.metricslog import MetricsLog
 from miiii.model import abstract_params, build_model, count_params
@@ -87,11 +91,20 @@ class Interrupted(KeyboardInterrupt):
 
 class _StopFlag:
     """First SIGINT/SIGTERM: finish what is under way (a chunk, a start-up stage), checkpoint, stop. A second
-    SIGINT stops at once. The flag is read where stopping is safe, never inside a compile or a write."""
+    SIGINT stops at once. The flag is read where stopping is safe, never inside a compile or a write; a Ctrl-C that
+    landed where it could not be raised (errors.remember_interrupt) counts as requested too."""
 
     def __init__(self, message: str = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to "
                                       "stop at once"):
         self.message = message
+
+    @property
+    def requested(self) -> bool:
+        return self._requested or interrupt_pending()
+
+    @requested.setter
+    def requested(self, value: bool) -> None:
+        self._requested = value
 
     def __enter__(self):
         self.requested = False
@@ -142,6 +155,7 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     run_dir = Path(run_dir)
     check_new(run_dir)
     validate(cfg)
+    check_profile(profile)
     with _StopFlag(_STARTING) as stop, RunClaim(run_dir) as claim:
         write_config(run_dir, cfg)
         return _start(cfg, run_dir, claim, stop, progress, record_budget, on_chunk, tensorboard, profile)
@@ -181,6 +195,7 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     Every check (config, lock, checkpoints, metrics, activation files) runs before anything is changed.
     """
     run_dir = Path(run_dir)
+    check_profile(profile)
     saved = read_config(run_dir)
     if cfg is not None and cfg.to_dict() != saved.to_dict():
         diff = config_diff(saved, cfg)
@@ -310,6 +325,29 @@ def profiled_chunk(keys: list) -> tuple[int, bool]:
             return i, False
         seen.add(key)
     return min(1, len(keys) - 1), True
+
+
+def check_profile(profile: str | Path | None) -> None:
+    """--profile's directory, before anything is written (ConfigError): not '' (jax would trace into the working
+    directory), not a file or under one, and writable (a test file in it, or in the nearest directory that exists,
+    opened unnamed and gone at once: nothing is created). None: no profile."""
+    if profile is None:
+        return
+    if not str(profile).strip():
+        raise ConfigError("--profile needs a directory to trace into, not an empty path")
+    path = probe = Path(profile)
+    while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is not a directory" if probe == path else f"cannot be made: {shown(probe)} is not a directory"
+        raise ConfigError(f"--profile {shown(path)} {what}; give a directory to trace into")
+    try:
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--profile {shown(path)}: cannot write into {shown(probe)}: {e.strerror or e}") from None
 
 
 @contextlib.contextmanager

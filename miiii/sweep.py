@@ -18,9 +18,13 @@ parameters are gathered to every process (`multihost_utils.process_allgather`), 
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
+import socket
+import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -38,6 +42,7 @@ from tqdm.auto import tqdm
 from miiii.analysis import grok_steps, last_evaluated
 from miiii.claim import RunClaim, check_new
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, shown, validate
+from miiii.errors import raise_interrupt
 from miiii.files import write_json_atomic
 from miiii.metricslog import MetricsLog
 from miiii.rundir import (
@@ -46,7 +51,7 @@ from miiii.rundir import (
     write_params,
     write_summary,
 )
-from miiii.runner import prepare, profiled_chunk, summarize, trace_chunk
+from miiii.runner import check_profile, prepare, profiled_chunk, summarize, trace_chunk
 from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
 
 
@@ -114,24 +119,82 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
     return hp
 
 
-def join_processes(coordinator: str, num_processes: int, process_id: int) -> None:
+JOIN_TIMEOUT_S = 300.0  # jax.distributed.initialize's own default (initialization_timeout)
+
+
+def join_processes(coordinator: str, num_processes: int, process_id: int, timeout: float = JOIN_TIMEOUT_S) -> None:
     """Join a sweep spanning `num_processes` processes (one per host, or several on one): `jax.distributed.initialize`
     with process 0's HOST:PORT; call it before anything touches a device. CPU processes exchange through gloo
-    (jax's default CPU collectives in recent versions, named here for older ones); GPUs through NCCL."""
+    (jax's default CPU collectives in recent versions, named here for older ones); GPUs through NCCL.
+
+    It says what it waits for, and waits at most `timeout` seconds for every process to join (a ConfigError then).
+    jax's call runs in a thread, given a longer `initialization_timeout` of its own: jax's wait in C++ takes no
+    Ctrl-C and ends its process in ways of its own, the wait here takes Ctrl-C and ends first (the CLI then leaves
+    with os._exit, which ends jax's wait too). Process 0
+    first checks that the port is free on this host: jax's coordination service would abort the process (a native
+    stack dump) when another process 0, or any program, listens there."""
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator, num_processes, process_id)
+    port = int(coordinator.rpartition(":")[2])
+    if process_id == 0:
+        _check_port_free(port)
+    others = f"the {num_processes - 1} other process{'es' if num_processes > 2 else ''}"
+    where = f"its coordinator on port {port}" if process_id == 0 else f"process 0's coordinator at {coordinator}"
+    print(f"process {process_id} of {num_processes}: waiting for {others} to join through {where} (at most "
+          f"{timeout:g} s: --join-timeout; Ctrl-C stops)", file=sys.stderr, flush=True)
+    failed: list[BaseException] = []
+
+    def initialize():
+        try:
+            jax.distributed.initialize(coordinator, num_processes, process_id,
+                                       initialization_timeout=min(math.ceil(timeout) + 60, 2**31 - 1))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(e)
+
+    thread = threading.Thread(target=initialize, name="miiii-join", daemon=True)
+    deadline = time.monotonic() + timeout
+    thread.start()
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(0.2)  # a Ctrl-C is raised here, in the main thread
+    if thread.is_alive() or failed:
+        why = (": " + shown(str(failed[0]).strip().splitlines()[0], 200)) if failed and str(failed[0]).strip() else ""
+        raise ConfigError(f"process {process_id} of {num_processes}: not all {num_processes} processes joined through "
+                          f"{coordinator} within {timeout:g} s (--join-timeout){why}; start every process with the "
+                          "same --coordinator and --num-processes and its own --process-id")
 
 
-def _agree(cfg: RunConfig, seeds: int, grid: dict, out_dir: Path) -> None:
-    """Every process was given the same sweep, and process 0 may write `out_dir` (check_new there): a ConfigError
-    on every process otherwise, before any compile. One all-gather; nothing to do in a single process."""
+def _check_port_free(port: int) -> None:
+    """Process 0's coordinator port can be bound on this host (as jax's service binds it: every address)."""
+    for family, addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # no IPv6 here
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((addr, port))
+            except OSError as e:
+                if e.errno == errno.EADDRNOTAVAIL:
+                    continue
+                raise ConfigError(f"process 0 cannot start the coordinator on port {port}: {e.strerror or e} "
+                                  "(another process 0 of a sweep, or another program, uses it); choose a free port "
+                                  "for --coordinator") from None
+            return
+
+
+def _agree(cfg: RunConfig, seeds: int, grid: dict, out_dir: Path, profile: str | Path | None = None) -> None:
+    """Every process was given the same sweep, and process 0 may write `out_dir` (check_new there) and its
+    `profile` (runner.check_profile): a ConfigError on every process otherwise, before any compile. One all-gather;
+    nothing to do in a single process."""
     if jax.process_count() == 1:
         check_new(out_dir)
+        check_profile(profile)
         return
     refused = ""
     if jax.process_index() == 0:
         try:
             check_new(out_dir)
+            check_profile(profile)
         except ConfigError as e:
             refused = str(e)
     digest = zlib.crc32(json.dumps([cfg.to_dict(), seeds, grid], sort_keys=True).encode())
@@ -140,8 +203,8 @@ def _agree(cfg: RunConfig, seeds: int, grid: dict, out_dir: Path) -> None:
         raise ConfigError("the processes of this sweep were given different presets, --set, --seeds or --grid; "
                           "start every process with the same arguments")
     if rows[0, 1]:
-        raise ConfigError(refused or f"process 0 cannot write its sweep directory: {out_dir} there already exists "
-                          "and is not empty (see process 0's error)")
+        raise ConfigError(refused or f"process 0 cannot write its sweep directory {out_dir} or its --profile "
+                          "(see process 0's error)")
 
 
 def _global(tree, sharding: NamedSharding):
@@ -204,7 +267,7 @@ def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progr
     process 0 alone writes `out_dir` (and the profile), shows progress, and decides whether `out_dir` may be written.
     """
     out_dir = Path(out_dir)
-    _agree(cfg, seeds, grid, out_dir)
+    _agree(cfg, seeds, grid, out_dir, profile)
     writer = jax.process_index() == 0
     members = make_members(cfg, seeds, grid)
     if not writer:
@@ -252,16 +315,24 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
                                    trainer.grad_names, 0, cfg.train.eval_every, steps, tensorboard, trainer.metrics))
     lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
     traced, compiles = profiled_chunk(lengths)
+    diverged = np.full(len(padded), -1)  # each member's first step with a non-finite loss (-1: none)
     t0 = time.perf_counter()
     done = 0
     try:
         with tqdm(total=steps, disable=not (progress and writer), unit="step", desc=f"sweep x{n}") as bar:
             for i, m in enumerate(lengths):
+                raise_interrupt()  # a Ctrl-C swallowed since the last chunk (errors.remember_interrupt) stops here
                 with trace_chunk(profile if i == traced and writer else None, i, done, m, compiles):
                     states, out = chunk(states, data | {"hp": hp}, m)
                     metrics = _fetch(out.metrics)
                 for key, h in hist.items():
                     h[:, done:done + m] = metrics[key]
+                for i in mark_diverged(hist, diverged, done, done + m):
+                    if writer and i < n:
+                        mem = members[i]
+                        tqdm.write(f"member {i} ({_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
+                                   f"{hist['loss'][i, diverged[i]]} at step {diverged[i]}; its metrics are NaN from "
+                                   "there and it counts as not grokked (the other members go on)", file=sys.stderr)
                 for log in logs:
                     log.append(done, done + m)
                 done += m
@@ -280,12 +351,16 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
         if writer:
             write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
         per_task = grok_steps(step_axis, mh["valid_acc"])
-        grok_all = None if None in per_task else max(per_task)
+        gone = int(diverged[mem.index]) if diverged[mem.index] >= 0 else None
+        grok_all = None if None in per_task or gone is not None else max(per_task)
         params = jax.tree.map(lambda a, i=mem.index: a[i], final)
-        # the same summary as a solo run (final metrics after the last update), plus the member's place in the sweep
+        # the same summary as a solo run (final metrics after the last update), plus the member's place in the sweep;
+        # diverged_at: the first step whose loss was not finite (its metrics are NaN from there), None if none
         summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
-            seed=mem.seed, values=mem.values, grok_step_all=grok_all,
+            seed=mem.seed, values=mem.values, grok_step_all=grok_all, diverged_at=gone,
             final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config))
+        if gone is not None:  # a diverged member never counts as grokked
+            summary["grok_step"] = dict.fromkeys(summary["grok_step"])
         if writer:
             write_params(run, params)
             write_summary(run, summary)
@@ -293,9 +368,12 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
 
     points = []
     for combo, group in itertools.groupby(rows, key=lambda r: tuple(r["values"].items())):
+        group = list(group)
         g = [r["grok_step_all"] for r in group]
         done_g = [x for x in g if x is not None]
-        points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g),
+        gone = [r["diverged_at"] for r in group]
+        points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g), diverged_at=gone,
+                           n_diverged=sum(d is not None for d in gone),
                            mean=float(np.mean(done_g)) if done_g else None,
                            std=float(np.std(done_g)) if len(done_g) > 1 else None))
     result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=n_dev, n_processes=jax.process_count(),
@@ -306,6 +384,25 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     if jax.process_count() > 1:  # the others wait for process 0's files here, not in jax's shutdown barrier (5 min)
         multihost_utils.sync_global_devices("miiii sweep: files written")
     return result
+
+
+def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:
+    """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss is not finite
+    there for the first time gets that step in `diverged` (-1: not diverged), and every metric of a diverged member
+    is NaN from its step on (its accuracies on NaN logits say nothing). Returns the members new to `diverged`."""
+    bad = ~np.isfinite(hist["loss"][:, start:stop])
+    new = [int(i) for i in np.nonzero((diverged < 0) & bad.any(1))[0]]
+    for i in new:
+        diverged[i] = start + int(np.argmax(bad[i]))
+    for i in np.nonzero(diverged >= 0)[0]:
+        for h in hist.values():
+            h[i, max(start, int(diverged[i])):stop] = np.nan
+    return new
+
+
+def _label(values: dict) -> str:
+    """A grid point as `lr=0.001, weight_decay=1` ("seeds" without a grid)."""
+    return ", ".join(f"{k.split('.')[1]}={v:g}" for k, v in values.items()) or "seeds"
 
 
 def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
@@ -319,16 +416,21 @@ def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
         ys = [g if g is not None else steps for g in pt["grok_steps"]]
         xs = i + np.linspace(-0.15, 0.15, len(ys)) if len(ys) > 1 else [i]
         never = [g is None for g in pt["grok_steps"]]
-        ax.scatter(xs, ys, c=["#d55e00" if nv else "#0072b2" for nv in never], s=18, zorder=3)
+        gone = np.array([d is not None for d in pt.get("diverged_at", [None] * len(ys))])
+        colors = np.array(["#d55e00" if nv else "#0072b2" for nv in never])
+        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+        ax.scatter(xs[~gone], ys[~gone], c=colors[~gone], s=18, zorder=3)
+        if gone.any():
+            ax.scatter(xs[gone], ys[gone], c="k", marker="x", s=24, zorder=3)
         if pt["mean"] is not None:
             ax.hlines(pt["mean"], i - 0.3, i + 0.3, color="k", lw=1.5)
-    labels = [", ".join(f"{k.split('.')[1]}={v:g}" for k, v in pt["values"].items()) or "seeds" for pt in points]
+    labels = [_label(pt["values"]) for pt in points]
     ax.set_xticks(range(len(points)), labels, rotation=30 if len(points) > 3 else 0, ha="right" if len(points) > 3
                   else "center")
     ax.set_ylabel("grokking step (all tasks ≥ 0.99 valid acc)")
     ax.set_yscale("log" if steps > 100 else "linear")
     ax.axhline(steps, color="#d55e00", ls=":", lw=1)
-    ax.set_title("grokking step per member (orange: not grokked in the run)")
+    ax.set_title("grokking step per member (orange: not grokked in the run; x: diverged)")
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)

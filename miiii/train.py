@@ -58,9 +58,10 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
         shifted = lg - jax.lax.stop_gradient(lg.max(-1, keepdims=True))  # max logit -> 0
         shifted_y = jnp.where(classes == yb[..., None], shifted, 0.0).sum(-1)  # (b, n)
         ce.append(jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y)
-        # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it
+        # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it;
+        # `~(>= 0)`, not `< 0`: a NaN logit (a diverged run) is wrong, not right (NaN < 0 is False)
         tie_before = ((shifted == 0) & (classes < yb[..., None])).any(-1)
-        wrong.append(((shifted_y < 0) | tie_before).astype(jnp.float32))
+        wrong.append((~(shifted_y >= 0) | tie_before).astype(jnp.float32))
     ce_slot = mean(jnp.concatenate(ce, axis=1))  # (S,)
     loss = ce_slot @ spec["loss_weight"]
     task_loss = spec["group_loss"] @ ce_slot  # (K,)
