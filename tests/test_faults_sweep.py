@@ -110,11 +110,11 @@ INFO = ("recording:", "checkpoints:", "stopping ")
 def test_ctrl_c_at_any_moment_of_start_up_stops_the_run(tmp_path):
     """SIGINT at several moments from the interpreter's start to the first chunks: exit 130, one line (besides the
     run's own notes), no traceback, and a directory that is absent, empty, or resumes to the end."""
-    args = ["train", "--preset", "nanda-tiny", "--steps", "2000", "--set", "chunk=20", "--no-progress",
+    args = ["train", "--preset", "nanda-tiny", "--steps", "1000", "--set", "chunk=20", "--no-progress",
             "--no-tensorboard"]
     t0 = time.monotonic()
     # on a loaded 2-core machine the imports alone take ~4 s; "config.json": once the run's directory is claimed
-    for delay in (0.3, 0.8, 1.5, 2.5, 4.0, 6.0, "config.json"):
+    for delay in (0.3, 1.5, 4.0, "config.json"):  # imports, their end, the start-up stages, the claimed directory
         run = tmp_path / f"run-{delay}"
         proc = start(*args, "--run-dir", str(run))
         if delay == "config.json":
@@ -131,7 +131,7 @@ def test_ctrl_c_at_any_moment_of_start_up_stops_the_run(tmp_path):
             assert "--resume" in err, (delay, err)
             res = cli("train", "--resume", str(run), "--no-progress", "--no-tensorboard")
             assert res.returncode == 0, (delay, res.stderr[-3000:])
-            assert json.loads((run / "summary.json").read_text())["steps"] == 2000
+            assert json.loads((run / "summary.json").read_text())["steps"] == 1000
     assert time.monotonic() - t0 < 150
 
 
