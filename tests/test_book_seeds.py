@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from _runhelp import ROOT, load_module
 
 from miiii.config import apply_overrides
@@ -48,6 +49,7 @@ def test_reversal_by_epoch_10_and_the_two_implementations_agreeing_both_ways():
     assert not book.agree(a, book.distribution([_run(s, j, 1.0) for s, j in enumerate((90, 95, 100))], 150))
 
 
+@pytest.mark.study
 def test_seed_study_writes_provenance_both_sides_and_a_verdict_per_claim(tmp_path):
     torch_runs = [_run(s, 200, 1.0) | {"epochs": 20} for s in range(2)]  # the PyTorch side, read from its JSON
     (tmp_path / "torch_book_addition.json").write_text(json.dumps(dict(task="addition", torch="2.x", threads=1,
@@ -101,6 +103,7 @@ def test_unstated_verdict_per_setting_and_the_finding_both_ways():
     assert "in most seeds: no setting (at most 33% of a setting's seeds)." in text
 
 
+@pytest.mark.study
 def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path, capsys, monkeypatch):
     smoke = book.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
     monkeypatch.setattr(book, "configs", lambda *a: {k: apply_overrides(c, ["steps=60", "eval_every=20", "chunk=60"])
@@ -233,6 +236,7 @@ def test_gap_without_inputs_or_with_other_studies_is_one_error_line(tmp_path, ca
         assert e.value.code == 2 and not list(tmp_path.iterdir())
 
 
+@pytest.mark.study
 def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypatch):
     """--gap --seeds N at smoke scale: the remainder is kept (one more batch an epoch than the smoke recipe's),
     the sweep is reused on a second call, --first-seed adds a sweep whose seeds join the sample."""

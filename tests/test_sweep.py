@@ -55,6 +55,7 @@ def test_members_equal_solo_runs(tmp_path):
     np.testing.assert_allclose(summ["final_valid_acc"], va[~np.isnan(va).any(-1)][-1])
 
 
+@pytest.mark.multihost  # make test-multihost: a subprocess over 4 host devices (10-minute budget of make test)
 def test_sharded_over_four_devices_equals_solo(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS="--xla_force_host_platform_device_count=4")
     args = [sys.executable, "-m", "miiii", "sweep", "--preset", "nanda-tiny", "--seeds", "3", "--grid", "wd=0.5,1",
