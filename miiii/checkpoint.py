@@ -112,8 +112,9 @@ class Checkpoints:
     def steps(self) -> list[int]:
         return sorted(self.mgr.all_steps())
 
-    def save(self, state: TrainState) -> int:
-        """Save synchronously (the next chunk donates the state's buffers), then record its checksum."""
+    def save(self, state: TrainState, metrics_sum: dict | None = None) -> int:
+        """Save synchronously (the next chunk donates the state's buffers), then record its checksum (and
+        `metrics_sum`, the checksum of the metrics rows before its step: rundir.metrics_rows_sha256)."""
         host = to_host(state)
         step = int(host.step)
         try:
@@ -126,7 +127,9 @@ class Checkpoints:
             raise io_fault(self.dir / str(step), store_error(e)) from None
         kept = {str(s) for s in self.mgr.all_steps()}
         sums = {k: v for k, v in self.checksums().items() if k in kept} | {str(step): checksum(host)}
-        write_ckpt_meta(self.run_dir, sums, self.cfg)
+        rows = read_ckpt_meta(self.run_dir, strict=False).get("metrics", {})
+        rows = {k: v for k, v in rows.items() if k in kept} | ({str(step): metrics_sum} if metrics_sum else {})
+        write_ckpt_meta(self.run_dir, sums, self.cfg, rows)
         return step
 
     def restore(self, step: int, template: TrainState) -> TrainState:

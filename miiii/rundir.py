@@ -193,13 +193,37 @@ def write_manifest(run_dir: Path) -> None:
     _written(run_dir / MANIFEST, write_json_atomic, body | {"checksum": _canonical_sum(body)})
 
 
-def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | None) -> None:
+def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | None,
+                    metrics: dict[str, dict] | None = None) -> None:
     """ckpt.json: the checksum of each kept checkpoint and a copy of the config (the stored copy stays when cfg is
-    None), which tells an edited config.json apart (`check_unedited`)."""
+    None), which tells an edited config.json apart (`check_unedited`); `metrics`: per kept step, the checksum of
+    metrics.npz's rows before it (`metrics_rows_sha256`), which a resume checks the rows it keeps against (metrics.npz
+    of an unfinished run has no entry in checksums.json: it is rewritten at every checkpoint)."""
     meta = read_ckpt_meta(run_dir, strict=False)
     if cfg is not None:
         meta["config"] = json.loads(cfg.to_json())
-    _written(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums})
+    extra = {"metrics": metrics} if metrics is not None else {}
+    _written(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums} | extra)
+
+
+def metrics_rows_sha256(metrics: dict, names, n: int) -> str:
+    """sha256 of the first `n` rows of each named metric (float32 as saved), in the order of `names`."""
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode() + b"\0" + np.ascontiguousarray(np.asarray(metrics[name][:n], np.float32)).tobytes())
+    return h.hexdigest()
+
+
+def check_metrics_rows(run_dir: Path, metrics: dict, step: int, ckpt_meta: dict) -> None:
+    """metrics.npz's rows before `step` against the checksum ckpt.json holds for that checkpoint (none: a run written
+    before it did, nothing to check); a ConfigError naming metrics.npz when they differ."""
+    entry = ckpt_meta.get("metrics", {}).get(str(step))
+    if not isinstance(entry, dict):
+        return
+    names = entry.get("names", [])
+    if any(n not in metrics for n in names) or metrics_rows_sha256(metrics, names, step) != entry.get("sha256"):
+        raise ConfigError(f"{Path(run_dir) / METRICS} is damaged: its rows before step {step} do not match their "
+                          f"checksum in {Path(run_dir) / CKPT_META}; the run cannot resume from it")
 
 
 def write_book_report(run_dir: Path, report: dict) -> None:

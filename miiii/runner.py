@@ -43,9 +43,11 @@ from miiii.rundir import (
     REBUILT,
     check_layout,
     check_manifest,
+    check_metrics_rows,
     check_unedited,
     flatten_params,
     has_checkpoints,
+    metrics_rows_sha256,
     read_acts_index,
     read_ckpt_meta,
     read_config,
@@ -226,6 +228,11 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             ckpts.close()
             raise ConfigError(f"{run_dir}: no checkpoint can be resumed from ({'; '.join(skipped) or 'none saved'})")
         s = int(state.step)
+        try:
+            check_metrics_rows(run_dir, metrics, s, read_ckpt_meta(run_dir))
+        except ConfigError:
+            ckpts.close()
+            raise
         index = {}
         if rec.arrays:
             index = read_acts_index(run_dir)
@@ -382,6 +389,11 @@ class Session:
         self.rec_s = 0.0  # seconds spent queueing recorded rows
         self.last_ckpt = None
 
+    def metrics_sum(self, step: int) -> dict:
+        """The checksum of the metrics rows before `step`, kept with that step's checkpoint (a resume checks them)."""
+        names = list(self.hist)
+        return {"names": names, "sha256": metrics_rows_sha256(self.hist, names, step)}
+
     def save_metrics(self, n: int) -> None:
         write_metrics(self.run_dir, self.hist, n, self.task.task_names, self.trainer.grad_names)
 
@@ -394,7 +406,7 @@ class Session:
                                      "new run with a lower optim.lr)")
         self.save_metrics(step)
         self.recorder.commit(step, finished)
-        self.ckpts.save(state)
+        self.ckpts.save(state, self.metrics_sum(step))
         self.last_ckpt = step
 
     def save_snaps(self, end_state, snaps, snap_at) -> int:
@@ -405,7 +417,8 @@ class Session:
         params, opt_state, step = snaps
         for i in np.nonzero(snap_at >= 0)[0]:
             pick = lambda tree, i=i: jax.tree.map(lambda a: a[i], tree)  # noqa: E731
-            self.ckpts.save(end_state._replace(params=pick(params), opt_state=pick(opt_state), step=step[i]))
+            self.ckpts.save(end_state._replace(params=pick(params), opt_state=pick(opt_state), step=step[i]),
+                            self.metrics_sum(int(step[i])))
         return int((snap_at >= 0).sum())
 
     def close(self) -> None:

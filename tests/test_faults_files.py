@@ -526,3 +526,40 @@ def test_a_config_edited_past_the_limits_is_refused_on_load(tmp_path):
             load_run(run)
     finally:
         signal.alarm(0)
+
+
+def test_an_unfinished_runs_metrics_rows_are_checked_against_their_checkpoint(tmp_path):
+    """metrics.npz of an unfinished run is rewritten at every checkpoint, so checksums.json cannot cover it: ckpt.json
+    keeps, per checkpoint, the checksum of the rows before its step. A changed value there stops the resume; one
+    after it (rows the resume replays) does not matter."""
+    from _runhelp import Crash, crash_at
+
+    from miiii.runner import resume_run, train_run
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=24", "chunk=6", "ckpt.every=6", "record.acts=",
+                                                     "record.params="])
+
+    def interrupted(name):
+        run = tmp_path / name
+        try:
+            train_run(cfg, run, progress=False, tensorboard=False, on_chunk=crash_at(12))
+        except Crash:
+            pass
+        return run
+
+    def change(run, row):
+        m = dict(np.load(run / "metrics.npz"))
+        m["loss"] = m["loss"].copy()
+        m["loss"][row] += 1.0
+        np.savez(run / "metrics.npz", **m)
+
+    before = interrupted("before")
+    change(before, 3)
+    with pytest.raises(ConfigError, match=r"metrics.npz is damaged: its rows before step 12"):
+        resume_run(before, progress=False, tensorboard=False)
+    after = interrupted("after")
+    m = dict(np.load(after / "metrics.npz"))
+    if len(m["step"]) > 12:  # rows past the checkpoint, if the crash left any, are replayed
+        change(after, 13)
+    resume_run(after, progress=False, tensorboard=False)
+    assert json.loads((after / "summary.json").read_text())["steps"] == 24
