@@ -55,12 +55,8 @@ from miiii.run import load_run  # noqa: E402
 from miiii.rundir import read_config  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
 from miiii.sweep import make_members, member_dir, parse_grid, run_sweep  # noqa: E402
-from miiii.tasks import (  # noqa: E402
-    TOKEN_TEXT,
-    encode_addition,
-    encode_reversal,
-    task_spec,  # noqa: E402
-)
+from miiii.tasks import task_spec  # noqa: E402
+from miiii.tokens import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
 from miiii.train import steps_per_epoch  # noqa: E402
 
 ABLATIONS = {  # name: (config switches, what the book says breaks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-_WHERE = {"ConfigError": "config", "RunConfig": "config", "apply_overrides": "config", "validate": "config",
+_WHERE = {"ConfigError": "config", "RunConfig": "config", "apply_overrides": "config", "validate": "validate",
           "PRESETS": "presets", "get_preset": "presets", "Run": "run", "load_run": "run", "make_task": "tasks"}
 
 __all__ = [
@@ -16,10 +16,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from miiii.config import ConfigError, RunConfig, apply_overrides, validate
+    from miiii.config import ConfigError, RunConfig, apply_overrides
     from miiii.presets import PRESETS, get_preset
     from miiii.run import Run, load_run
     from miiii.tasks import make_task
+    from miiii.validate import validate
 
 
 def __getattr__(name: str):

@@ -19,7 +19,8 @@ from miiii.model import build_model, count_params
 from miiii.provenance import to_jsonable
 from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
-from miiii.tasks import decode, loss_floor, make_task, task_spec
+from miiii.tasks import loss_floor, make_task, task_spec
+from miiii.tokens import decode
 from miiii.train import greedy_decode, steps_per_epoch
 
 JUMP_THRESHOLDS = (0.5, 0.99)

@@ -20,7 +20,8 @@ from miiii.config import ConfigError
 from miiii.files import RunError, write_text_atomic
 from miiii.run import load_run
 from miiii.rundir import flatten_params, run_owning
-from miiii.tasks import BOOK_VOCAB, EOS, EQUALS, PLUS, task_spec
+from miiii.tasks import task_spec
+from miiii.tokens import BOOK_VOCAB, EOS, EQUALS, PLUS
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
 

@@ -22,7 +22,8 @@ from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.run import Run, load_run  # noqa: E402
-from miiii.tasks import is_prime, make_task, task_spec  # noqa: E402
+from miiii.tasks import make_task, task_spec  # noqa: E402
+from miiii.tokens import is_prime  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 NEURONS = "blocks.0.mlp.hook_post"

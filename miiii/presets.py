@@ -14,12 +14,12 @@ from miiii.config import (
     OptimConfig,
     RecordConfig,
     RunConfig,
-    TaskConfig,
     TrainConfig,
     set_fields,
     shown,
 )
 from miiii.errors import did_you_mean
+from miiii.tasks import TaskConfig
 
 # ---------------------------------------------------------------- recipes
 

@@ -36,7 +36,8 @@ from miiii.rundir import (
     read_params,
     read_summary,
 )
-from miiii.tasks import grid_inputs, make_task, task_spec
+from miiii.tasks import make_task, task_spec
+from miiii.tokens import grid_inputs
 
 
 @dataclass

@@ -21,7 +21,7 @@ claim.py; the live log that writes metrics.jsonl and tb/: metricslog.py.
     run_dir/summary.json   final metrics, first step each task reached >= 0.99 validation accuracy, timing
     run_dir/params.npz     final parameters, flattened with '/'-joined names
     run_dir/acts/          recorded activations and parameters, one .npy per name, inputs.npy, index.json
-                           (record.py plans and streams the rows; row j of an array is step j * every; the
+                           (record.py plans the rows, recorder.py streams them; row j of an array is step j * every; the
                            crc32 of each commit's rows, checked by load_run and --resume)
     run_dir/ckpt/, ckpt.json  orbax checkpoints of the train state; their checksums and a copy of the config
                            that tells an edited config.json apart (checkpoint.py)
@@ -58,9 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.config import ConfigError, RunConfig, validate
+from miiii.config import ConfigError, RunConfig
 from miiii.errors import shown
 from miiii.files import io_fault, save_npz_atomic, write_json_atomic
+from miiii.validate import validate
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 METRICS_LOG, TB, MANIFEST = "metrics.jsonl", "tb", "checksums.json"

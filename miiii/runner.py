@@ -31,12 +31,13 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints, describe_checkpoints
 from miiii.claim import RunClaim, RunLock, check_new
-from miiii.config import ConfigError, RunConfig, shown, validate
+from miiii.config import ConfigError, RunConfig, shown
 from miiii.errors import interrupt_pending
 from miiii.files import RunError, then
 from miiii.metricslog import MetricsLog
 from miiii.model import abstract_params, build_model, count_params
-from miiii.record import GiB, Recorder, check_budget, describe_recording, plan
+from miiii.record import GiB, check_budget, describe_recording, plan
+from miiii.recorder import Recorder
 from miiii.rundir import (
     CONFIG,
     PARAMS,
@@ -70,6 +71,7 @@ from miiii.train import (
     steps_per_epoch,
     task_data,
 )
+from miiii.validate import validate
 
 
 def prepare(cfg: RunConfig) -> Task:

@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
 from miiii.claim import RunClaim, check_new
-from miiii.config import SWEEPABLE, ConfigError, RunConfig, check_memory, resolve_key, shown, validate
+from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
 from miiii.errors import raise_interrupt
 from miiii.files import write_json_atomic
 from miiii.metricslog import MetricsLog
@@ -53,6 +53,7 @@ from miiii.rundir import (
 )
 from miiii.runner import check_profile, prepare, profiled_chunk, summarize, trace_chunk
 from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
+from miiii.validate import check_memory, validate
 
 
 @dataclass(frozen=True)

@@ -21,19 +21,24 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from miiii.errors import ConfigError, shown
-
-if TYPE_CHECKING:
-    from miiii.config import TaskConfig
-
-# Book vocabulary: digits 0-9, then these four.
-PLUS, EQUALS, EOS, PAD = 10, 11, 12, 13
-BOOK_VOCAB = 14
-TOKEN_TEXT = [str(i) for i in range(10)] + ["+", "=", "<EOS>", "<PAD>"]
+from miiii.tokens import (
+    BOOK_VOCAB,
+    addition_cases,
+    addition_probe,
+    digit_positions,
+    digits,
+    draw_distinct,
+    encode_addition,
+    encode_reversal,
+    grid_inputs,
+    primes_below,
+    reversal_cases,
+    reversal_probe,
+)
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,47 @@ def class_buckets(n_classes: tuple[int, ...], max_buckets: int = 4) -> tuple[tup
 def _unchanged(cfg, y, on, moduli):
     """task.variant = none: the task as it is."""
     return y, on
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "nanda"  # a key of the registry tasks.TASKS: nanda | miiii | addition | reversal | ...
+    p: int = 113  # grid tasks: the prime base; inputs are [x0, x1, p]
+    variant: str = "none"  # miiii: none | masked (q in {2,3,5,7} out of the loss) | basis (shuffled labels)
+    train_frac: float = 0.3  # grid tasks: share of the samples (all p^2 inputs, most tasks) used for training (paper
+    # text: 0.3)
+    valid_size: int = 1000  # grid tasks: validation samples after the train split; the rest is test
+    split_seed: int = 0  # grid tasks: seed of the one permutation that makes the split
+    n_digits: int = 3  # addition: digits per operand; reversal: digits to reverse
+    n_train: int = 50_000  # addition/reversal: training sequences (book: 50,000, seed 42)
+    n_valid: int = 10_000  # addition/reversal: held-out sequences (book's test set: 10,000, seed 123)
+    train_seed: int = 42  # addition/reversal: data seed of the training set (book)
+    valid_seed: int = 123  # addition/reversal: data seed of the held-out set (book)
+    mixed_lengths: bool = False  # addition/reversal: training operands of 0..n_digits digits (held-out: n)
+    basis_seed: int = 1  # miiii basis: seed of the label shuffle
+    # grid tasks: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
+    # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order
+    # of recordings (row i = n) are the same either way; only which position holds which digit changes.
+    digit_order: str = "low"
+    # miiii: how the tasks' CE_q / ln q combine into the loss. mean: over the tasks switched on (the original
+    # code); sum: Eq. 12 as the paper writes it (the mean times the number of tasks switched on)
+    loss_over_tasks: str = "mean"
+
+    @property
+    def digit_positions(self) -> tuple[int, int]:
+        return digit_positions(self.digit_order)
+
+    @property
+    def is_sequence(self) -> bool:
+        """A sequence task (addition, reversal: tokens, a prediction at every position) rather than a grid task
+        (nanda, miiii, ...: one answer per input [x0, x1, p]): the registry's `TaskSpec.family`."""
+        return self.name in SEQUENCE_TASKS
+
+    @property
+    def seq_len(self) -> int:
+        """Input tokens of one sample: 3 for a grid task, `sequence_length` for a sequence task."""
+        return sequence_length(self.name, self.n_digits) if self.is_sequence else 3
+
 
 
 GRID, SEQUENCE = "grid", "sequence"
@@ -206,31 +252,7 @@ class TaskSpec:
         return self.unpredictable(n_digits) * math.log(10) / self.length(n_digits)
 
 
-def is_prime(n: int) -> bool:
-    return n >= 2 and all(n % r for r in range(2, math.isqrt(n) + 1))
-
-
-def primes_below(p: int) -> np.ndarray:
-    return np.array([q for q in range(2, p) if is_prime(q)], dtype=np.int32)
-
-
-def digit_positions(digit_order: str) -> tuple[int, int]:
-    """Input positions of (x0, x1), the low and the high digit of n = x0 + x1*p, in a grid task's tokens."""
-    return (1, 0) if digit_order == "high" else (0, 1)
-
-
 # ---------------------------------------------------------------- grid tasks (nanda, miiii, sub, mul, div)
-
-
-def grid_inputs(p: int, digit_order: str = "low", size: int | None = None) -> np.ndarray:
-    """The inputs of the size x size corner of the grid (default: all p^2) in (x1-major, x0-minor) order, row i =
-    (x0, x1) = (i % size, i // size), so for the whole grid row i holds the number n = i (the order
-    `analysis.to_grid` expects). Tokens [x0, x1, p], or [x1, x0, p] with digit_order "high" (the original's)."""
-    k = size or p
-    x1, x0 = np.divmod(np.arange(k * k), k)
-    x = np.full((k * k, 3), p, np.int32)
-    x[:, list(digit_positions(digit_order))] = np.stack([x0, x1], axis=1)
-    return x
 
 
 def grid_labels(name: str, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -284,89 +306,17 @@ def make_grid_task(cfg: TaskConfig) -> Task:
 # ---------------------------------------------------------------- sequence tasks (addition, reversal)
 
 
-def digits(v: np.ndarray, n: int) -> np.ndarray:
-    """(N,) non-negative ints -> (N, n) digits, most significant first, zero-padded."""
-    v = v.astype(object) if n > 18 else v.astype(np.int64)
-    out = np.empty((len(v), n), dtype=np.int32)
-    for i in range(n - 1, -1, -1):
-        out[:, i] = (v % 10).astype(np.int32)
-        v = v // 10
-    return out
-
-
-def encode_addition(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """`a+b=` then the sum reversed (ones digit first) on n+1 digits, then <EOS>: (N, 3n + 3) tokens."""
-    a, b = np.asarray(a), np.asarray(b)
-    total = a.astype(object) + b.astype(object) if n > 17 else a.astype(np.int64) + b.astype(np.int64)
-    col = lambda t: np.full((len(a), 1), t, np.int32)  # noqa: E731
-    return np.concatenate(
-        [digits(a, n), col(PLUS), digits(b, n), col(EQUALS), digits(np.asarray(total), n + 1)[:, ::-1], col(EOS)],
-        axis=1,
-    )
-
-
-def encode_reversal(d: np.ndarray) -> np.ndarray:
-    """digits, `=`, the same digits reversed, <EOS>: (N, 2n + 2) tokens."""
-    col = lambda t: np.full((len(d), 1), t, np.int32)  # noqa: E731
-    return np.concatenate([d, col(EQUALS), d[:, ::-1], col(EOS)], axis=1).astype(np.int32)
-
-
-def decode(tokens) -> str:
-    return "".join(TOKEN_TEXT[int(t)] for t in tokens)
-
-
-def _draw_distinct(
-    rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set, mixed: bool = False
-) -> np.ndarray:
-    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
-
-    mixed: half the operands are uniform n-digit numbers, the other half a random block of 0..n_digits
-    digits at a random place with zeros around it (0 digits: the operand is 0). A curriculum in the
-    data: a sum digit is (a_j + b_j + carry) mod 10, which tells nothing about a_j alone while b_j is
-    uniform; where b's column j is 0 it depends on a_j alone, and attention gets a gradient toward that
-    column. Blocks at the high end only (short numbers) left the ones and tens columns unlearned.
-    """
-    out, seen = [], set(exclude)
-    hi = 10**n_digits
-    while len(out) < count:
-        size = (2 * (count - len(out)) + 16, n)
-        if n_digits <= 18:
-            if mixed:
-                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-                shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
-                rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
-            else:
-                rows = rng.integers(0, hi, size=size, dtype=np.int64)
-        else:  # beyond int64: draw digit by digit
-            width = np.full(size, n_digits)
-            if mixed:
-                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-            shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
-            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
-                              zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
-        for r in rows:
-            k = tuple(int(v) for v in r)
-            if k not in seen:
-                seen.add(k)
-                out.append(r)
-                if len(out) == count:
-                    break
-    return np.array(out)
-
-
-
-
 def make_sequence_task(cfg: TaskConfig) -> Task:
     spec = task_spec(cfg.name)
     n = cfg.n_digits
     answer_start = spec.answer_at(n)
     # Held-out set first (book seed 123), then the training set (seed 42) drawn without those operands,
     # an improvement over the book, whose test pairs can also appear in training.
-    valid_ops = _draw_distinct(np.random.default_rng(cfg.valid_seed), spec.operands, n, cfg.n_valid, set())
+    valid_ops = draw_distinct(np.random.default_rng(cfg.valid_seed), spec.operands, n, cfg.n_valid, set())
     held_out = {tuple(int(v) for v in r) for r in valid_ops}
     if spec.commutative:  # a+b and b+a are different sequences but the same fact: keep both out
         held_out |= {k[::-1] for k in held_out}
-    train_ops = _draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, n, cfg.n_train, held_out,
+    train_ops = draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, n, cfg.n_train, held_out,
                                mixed=cfg.mixed_lengths)
     train_seq, valid_seq = spec.encode(train_ops, n), spec.encode(valid_ops, n)
     s = train_seq.shape[1] - 1
@@ -423,42 +373,6 @@ def read_probe(name: str, text: str) -> np.ndarray:
     raise ConfigError(f"record.probes: cannot read '{shown(text)}' (write {forms})")
 
 
-def _addition_probe(s: str) -> np.ndarray:
-    a, b = s.split("+")  # ValueError unless exactly one +
-    if len(a) != len(b):
-        raise ValueError
-    return encode_addition(np.array([int(a)]), np.array([int(b)]), len(a))[0]
-
-
-def _reversal_probe(s: str) -> np.ndarray:
-    if not (s.isascii() and s.isdigit()):
-        raise ValueError
-    return encode_reversal(digits(np.array([int(s)]), len(s)))[0]
-
-
-BOOK_EDGE_CASES = ((123, 456), (999, 1), (0, 0), (999, 999), (500, 500), (111, 222))  # chapter 3.4
-
-
-def addition_edge_cases(n: int) -> tuple[tuple[int, int], ...]:
-    """The book's six cases for n = 3; for other n the same roles (cascading carry, maximum, no carry)."""
-    if n == 3:
-        return BOOK_EDGE_CASES
-    top, ones = 10**n - 1, (10**n - 1) // 9
-    return ((0, 0), (top, 1), (top, top), (5 * 10 ** (n - 1),) * 2, (ones, 2 * ones), (top, 0))
-
-
-def _addition_cases(n: int) -> tuple[list[str], np.ndarray]:
-    cases = addition_edge_cases(n)
-    a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
-    return [f"{x} + {y}" for x, y in cases], encode_addition(a, b, n)
-
-
-def _reversal_cases(n: int) -> tuple[list[str], np.ndarray]:
-    """The book's `1 2 3 4 5`, and all zeros / all nines."""
-    d = np.array([[(i + 1) % 10 for i in range(n)], [0] * n, [9] * n], np.int32)
-    return [" ".join(map(str, r)) for r in d], encode_reversal(d)
-
-
 # ---------------------------------------------------------------- the registry
 
 
@@ -495,13 +409,13 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              metric_names=lambda cfg, _: (cfg.name,), exports_adder=True, max_digits=30, operands=2,
              encode=lambda r, n: encode_addition(r[:, 0], r[:, 1], n), length=lambda n: 3 * n + 3,
              answer_at=lambda n: 2 * n + 1, unpredictable=lambda n: 2 * n - 1, commutative=True,
-             probe=_addition_probe, probe_form="123+456", edge_cases=_addition_cases,
+             probe=addition_probe, probe_form="123+456", edge_cases=addition_cases,
              reads=lambda n: [[n - 1 - j, 2 * n - j] for j in range(n)]),
     TaskSpec("reversal", SEQUENCE, "the digits reversed (the book)",
              metric_names=lambda cfg, _: (cfg.name,), max_digits=30, operands=1,
              encode=lambda r, n: encode_reversal(digits(r[:, 0], n)), length=lambda n: 2 * n + 1,
              answer_at=lambda n: n, unpredictable=lambda n: n - 1,
-             probe=_reversal_probe, probe_form="12345", edge_cases=_reversal_cases,
+             probe=reversal_probe, probe_form="12345", edge_cases=reversal_cases,
              reads=lambda n: [[n - 1 - j] for j in range(n)]),
     # Power et al. 2022's modular tasks on nanda's layout [x0, x1, p]
     TaskSpec("sub", GRID, "(x0 - x1) mod p (Power et al. 2022)", metric_names=_mod_p,

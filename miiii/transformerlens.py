@@ -160,7 +160,7 @@ def tl_config(run, d_vocab_out: int) -> dict:
             "task_names": list(task.task_names),
             "position": "last" if m.readout == "last" else "all"}
     if t.is_sequence:
-        from miiii.tasks import TOKEN_TEXT
+        from miiii.tokens import TOKEN_TEXT
 
         meta |= {"n_digits": t.n_digits, "tokens": TOKEN_TEXT}
     else:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from miiii import analysis as A
-from miiii.tasks import grid_inputs
+from miiii.tokens import grid_inputs
 
 
 @pytest.mark.parametrize("p", [11, 12, 37])

@@ -20,8 +20,10 @@ LAYERS = (
     "cadence",  # which steps are evaluated, recorded, kept
     "grokfast",  # the EMA / MA gradient filters (optax)
     "metrics",  # the per-step metrics table
-    "tasks",  # the task registry: data, labels, loss description, every rule of a task
-    "config",  # RunConfig, --set, validation (asks the task registry)
+    "tokens",  # how the tasks' numbers become tokens: the grid, the book's sequences, probes, edge cases
+    "tasks",  # the task registry: TaskConfig, every rule of a task, its data and loss description
+    "config",  # RunConfig and its sections, --set
+    "validate",  # every config a run cannot start from (asks the task registry)
     "presets",  # named RunConfigs
     "model",  # the Flax transformer family
     "optim",  # the optax chain
@@ -31,7 +33,8 @@ LAYERS = (
     "hooks",  # TransformerLens-style hook points
     "interventions",  # ablations through the hooks
     "train",  # the jitted step and chunk
-    "record",  # per-step activations to disk
+    "record",  # the recording's plan: names, inputs, shapes, exact bytes
+    "recorder",  # the recording streamed to acts/ by a writer thread
     "checkpoint",  # orbax checkpoints
     "run",  # a loaded run (Run, load_run)
     "runner",  # the host loop of one run

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from miiii.bookeval import Evaluator
-from miiii.config import ConfigError, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
 from miiii.rundir import flatten_params
-from miiii.tasks import EOS, EQUALS, PLUS, addition_edge_cases, decode, encode_addition, loss_floor, make_task
+from miiii.tasks import loss_floor, make_task
+from miiii.tokens import EOS, EQUALS, PLUS, addition_edge_cases, decode, encode_addition
 from miiii.train import greedy_decode, make_trainer, steps_per_epoch
+from miiii.validate import validate
 
 
 def answer_of(seq: np.ndarray, n: int) -> int:

@@ -144,7 +144,8 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
 
     def epoch_length(cfg):
         return steps_per_epoch(cfg.train, cfg.task.n_train)
-    from miiii.config import ConfigError, validate
+    from miiii.config import ConfigError
+    from miiii.validate import validate
 
     a, b = (get_preset(n) for n in ("addition", "addition-98"))
     assert (epoch_length(a), epoch_length(b)) == (97, 98) and b.train.steps == 150 * epoch_length(b)

@@ -12,12 +12,13 @@ import pytest
 from _runhelp import load_module
 
 from miiii.cli import main as cli_main
-from miiii.config import ConfigError, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.export import export_adder
 from miiii.presets import get_preset
 from miiii.rundir import flatten_params
 from miiii.tasks import make_task
 from miiii.train import make_trainer
+from miiii.validate import validate
 
 
 def _untrained_run(path, overrides):

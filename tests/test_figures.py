@@ -12,7 +12,7 @@ from _runhelp import load_module
 from miiii import analysis as A
 from miiii import plots
 from miiii.cli import main
-from miiii.config import ConfigError, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 from miiii.record import plan
 from miiii.report import VERDICTS, claims, results_markdown
@@ -20,6 +20,7 @@ from miiii.run import load_run
 from miiii.rundir import write_manifest
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
+from miiii.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",

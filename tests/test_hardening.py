@@ -13,13 +13,15 @@ import numpy as np
 import pytest
 from _runhelp import RESUME_ARGS, assert_same_run, reference_run, resume_cfg, tree_digest
 
-import miiii.record
+import miiii.recorder
 from miiii.cli import main
-from miiii.config import ConfigError, RunConfig, TaskConfig, apply_overrides, validate
+from miiii.config import ConfigError, RunConfig, apply_overrides
+from miiii.errors import RunError
 from miiii.presets import get_preset
-from miiii.record import RunError
 from miiii.run import load_run
 from miiii.runner import resume_run, train_run
+from miiii.tasks import TaskConfig
+from miiii.validate import validate
 
 
 class Crash(Exception):
@@ -76,7 +78,7 @@ def test_no_good_checkpoint_is_an_error_and_changes_nothing(tmp_path, capsys):
 
 
 def test_disk_full_while_writing_activations_stops_with_file_and_free_space(tmp_path, monkeypatch):
-    real = miiii.record._write_rows
+    real = miiii.recorder._write_rows
     calls = {"n": 0}
 
     def full_disk(f, offset, rows):
@@ -85,13 +87,13 @@ def test_disk_full_while_writing_activations_stops_with_file_and_free_space(tmp_
             raise OSError(errno.ENOSPC, "No space left on device")
         real(f, offset, rows)
 
-    monkeypatch.setattr(miiii.record, "_write_rows", full_disk)
+    monkeypatch.setattr(miiii.recorder, "_write_rows", full_disk)
     with pytest.raises(RunError) as e:
         train_run(resume_cfg(), tmp_path / "run", progress=False)
     msg = str(e.value)
     assert "acts/" in msg and ".npy" in msg and "No space left on device" in msg and "bytes free" in msg
     assert "--resume" in msg
-    monkeypatch.setattr(miiii.record, "_write_rows", real)  # space freed
+    monkeypatch.setattr(miiii.recorder, "_write_rows", real)  # space freed
     resume_run(tmp_path / "run", progress=False)
     assert_same_run(reference_run(), tmp_path / "run")
 
@@ -100,7 +102,7 @@ def test_disk_full_exit_status_and_message_from_the_cli(tmp_path, monkeypatch, c
     def full_disk(f, offset, rows):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(miiii.record, "_write_rows", full_disk)
+    monkeypatch.setattr(miiii.recorder, "_write_rows", full_disk)
     rc = main(["train", *RESUME_ARGS, "--run-dir", str(tmp_path / "run"), "--no-progress"])
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]

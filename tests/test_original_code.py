@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, load_module
 
-from miiii.config import ConfigError, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.plots import train_idx
 from miiii.presets import ORIGINAL_CODE, as_original_code, get_preset
 from miiii.run import load_run
 from miiii.rundir import CKPT_META, CONFIG
 from miiii.runner import train_run
-from miiii.tasks import grid_inputs, make_task
+from miiii.tasks import make_task
+from miiii.tokens import grid_inputs
 from miiii.train import make_trainer
+from miiii.validate import validate
 
 TRUNC = 0.87962566103423978  # std of a standard normal truncated at +-2, which jax's he_normal divides by
 

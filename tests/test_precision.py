@@ -4,10 +4,11 @@ import jax
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer, task_data
+from miiii.validate import validate
 
 
 def lowered_dots(precision: str) -> list[str]:

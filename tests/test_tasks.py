@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from miiii.config import ConfigError, TaskConfig, apply_overrides, validate
+from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
-from miiii.tasks import EOS, EQUALS, PLUS, decode, encode_addition, loss_floor, make_task, primes_below
+from miiii.tasks import TaskConfig, loss_floor, make_task
+from miiii.tokens import EOS, EQUALS, PLUS, decode, encode_addition, primes_below
 from miiii.train import loss_and_metrics
+from miiii.validate import validate
 
 
 def brute_primes(p):
@@ -196,7 +198,8 @@ def test_override_type_errors():
 
 
 def test_class_buckets_minimise_the_logits_computed():
-    from miiii.tasks import class_buckets, primes_below
+    from miiii.tasks import class_buckets
+    from miiii.tokens import primes_below
 
     q = tuple(int(v) for v in primes_below(113))
     b = class_buckets(q)

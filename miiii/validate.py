@@ -1,0 +1,200 @@
+"""Validation: every config a run cannot start from is refused here, before anything is built or written, with one
+message that names the fix (the CLI prints it and exits with status 2). A task's own rules come from its registry
+entry (tasks.py); the recording's, once the model's shapes are known, from record.plan.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import fields
+
+from miiii.config import INITS, PRECISIONS, SECTIONS, RunConfig
+from miiii.errors import ConfigError, shown
+from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
+from miiii.tokens import is_prime
+
+INT32 = 2**31  # the step counter, scan lengths and XLA's indices are int32
+SEED_FIELDS = ("task.split_seed", "task.train_seed", "task.valid_seed", "task.basis_seed", "train.seed")
+
+
+def check_ranges(cfg: RunConfig) -> None:
+    """Every integer within int32 (a larger one passes the checks below, then overflows inside a jitted step after
+    the run directory is written); seeds in [0, 2**32), where jax and numpy take them (jax.random.key wraps 2**32
+    silently to seed 0, numpy refuses negative seeds)."""
+    for sec, typ in SECTIONS.items():
+        for f in fields(typ):
+            v, key = getattr(getattr(cfg, sec), f.name), f"{sec}.{f.name}"
+            if not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if key in SEED_FIELDS and not 0 <= v < 2**32:
+                raise ConfigError(f"{key} = {shown(v)} must lie in [0, 2**32)")
+            if key not in SEED_FIELDS and not -INT32 < v < INT32:
+                raise ConfigError(f"{key} = {shown(v)} is too large: it must be below 2**31 = {INT32:,}")
+
+
+GiB = 1 << 30
+
+
+def host_memory() -> int:
+    """Bytes of memory on this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
+    """Bytes one run needs at the least, by what needs them, from the config alone: the parameters with AdamW's two
+    moments, the gradient and grokfast's state; the per-step metrics the host keeps for the whole run; the datasets;
+    one MLP activation of a training batch. A floor, to refuse sizes no machine holds before anything is built
+    (recordings are checked exactly against --record-budget once the model's shapes are known)."""
+    t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    if t.is_sequence:
+        vocab = out = 14  # tasks.BOOK_VOCAB
+        n_ctx, tasks, samples = m.n_ctx or t.seq_len, 1, t.n_train + t.n_valid
+        n_train, slots = t.n_train, t.seq_len
+    else:
+        spec = task_spec(t.name)
+        qs = [int(q) for q in spec.moduli(t.p)]
+        vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), spec.n_samples(t)
+        n_train, slots = int(t.train_frac * samples), len(qs)
+    d = m.d_model
+    params = (vocab + n_ctx) * d + m.n_layers * (4 * d * d + 2 * d * m.mlp_dim) + d * out
+    extra = {"none": 0, "ema": 1, "ma": o.window}.get(o.grokfast, 0)
+    batch = min(tr.batch_size or n_train, n_train)
+    return params * 4 * (4 + extra), {
+        "metrics": tr.steps * (3 + 4 * tasks) * 4, "data": samples * (n_ctx + slots) * 4,
+        "activations": batch * n_ctx * m.mlp_dim * 4}
+
+
+def check_memory(cfg: RunConfig, members: int = 1) -> None:
+    """Refuse a run (or `members` runs of a sweep, which share the data) that cannot fit in this machine's memory."""
+    state, rest = memory_floor(cfg)
+    need = {"parameters and optimizer state": state * members, "per-step metrics": rest["metrics"] * members,
+            "datasets": rest["data"], "activations": rest["activations"] * members}
+    total, have = sum(need.values()), host_memory()
+    if total > have:
+        parts = ", ".join(f"{k} {v / GiB:,.1f} GiB" for k, v in need.items() if v > 0.01 * total)
+        raise ConfigError(
+            f"{'this run needs' if members == 1 else f'these {members:,} runs need'} at least {total / GiB:,.1f} GiB "
+            f"of memory ({parts}), more than this machine's {have / GiB:,.1f} GiB; lower model.d_model, "
+            "model.d_mlp, model.n_layers, optim.window (grokfast ma), train.steps, train.batch_size, the task's "
+            "size" + (" or the number of seeds and grid points" if members > 1 else ""))
+
+
+def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
+    """Reject configs that cannot run, with a message that names the fix. `host` False leaves out the one check that
+    depends on this machine (its memory), so a run written on a larger one still reads back (rundir.read_config)."""
+    t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
+    check_ranges(cfg)
+    spec = task_spec(t.name)  # ConfigError for a name the registry does not know
+    if t.variant not in TASK_VARIANTS:
+        raise ConfigError(f"unknown task variant '{shown(t.variant)}'; choose one of: {', '.join(TASK_VARIANTS)}")
+    if t.variant not in spec.variants:
+        having = [name for name, s in TASKS.items() if t.variant in s.variants]
+        raise ConfigError(f"variant '{shown(t.variant)}' exists only for the {' and '.join(having)} task"
+                          + "s" * (len(having) > 1))
+    if t.digit_order not in ("low", "high"):
+        raise ConfigError(f"task.digit_order = '{shown(t.digit_order)}': choose low ([x0, x1, p]) or high "
+                          "([x1, x0, p])")
+    if t.loss_over_tasks not in ("mean", "sum"):
+        raise ConfigError(f"task.loss_over_tasks = '{shown(t.loss_over_tasks)}': choose mean or sum")
+    if not spec.is_sequence:
+        least = spec.min_p
+        if t.p > 1000:  # before the primality test, whose trial division would take years at p = 2**61 - 1
+            raise ConfigError(f"task.p = {t.p} gives {t.p**2:,} samples; p above 1000 is not supported")
+        if t.p < least or not is_prime(t.p):
+            raise ConfigError(f"task.p = {t.p}: {t.name} needs a prime p >= {least} (e.g. 113, 59, 37, 17)")
+        if not (0 < t.train_frac < 1) or math.isnan(t.train_frac):
+            raise ConfigError(f"task.train_frac = {t.train_frac} must lie strictly between 0 and 1")
+        n = spec.n_samples(t)
+        n_train = int(t.train_frac * n)
+        if n_train < 1:
+            raise ConfigError(f"task.train_frac = {t.train_frac} leaves no training sample out of {n}")
+        if t.valid_size < 1 or n_train + t.valid_size > n:
+            raise ConfigError(
+                f"split impossible: {n_train} train + {t.valid_size} validation > {n} samples for p = {t.p}; "
+                f"lower task.valid_size (at most {n - n_train}) or task.train_frac"
+            )
+    else:
+        if t.n_digits < 1 or t.n_digits > spec.max_digits:
+            raise ConfigError(f"task.n_digits = {t.n_digits} must be between 1 and {spec.max_digits}")
+        space = spec.n_samples(t)
+        if t.n_train < 1 or t.n_valid < 1:
+            raise ConfigError("task.n_train and task.n_valid must be at least 1")
+        held_out = spec.held_out(t.n_valid)  # addition: a+b and b+a both stay out of training
+        if t.n_train + held_out > space:
+            raise ConfigError(
+                f"split impossible: {t.n_train} training + {held_out} held-out sequences exceed the {space} that "
+                "exist "
+                f"for n_digits = {t.n_digits}; lower task.n_train / task.n_valid"
+            )
+    if m.d_model < 1 or m.n_heads < 1 or m.d_model % m.n_heads:
+        raise ConfigError(f"model.d_model = {m.d_model} must be a positive multiple of model.n_heads = {m.n_heads}")
+    if m.n_layers < 1 or m.d_mlp < 0:
+        raise ConfigError("model.n_layers must be >= 1 and model.d_mlp >= 0")
+    if not (0 <= m.dropout < 1) or math.isnan(m.dropout):
+        raise ConfigError(f"model.dropout = {m.dropout} must lie in [0, 1)")
+    if m.readout not in ("last", "all"):
+        raise ConfigError(f"model.readout = '{shown(m.readout)}': choose last or all")
+    if m.init not in INITS:
+        raise ConfigError(f"model.init = '{shown(m.init)}': choose one of {', '.join(INITS)}")
+    seq_task = t.is_sequence
+    if seq_task and m.n_ctx:
+        fed = t.seq_len
+        if m.n_ctx < fed:
+            raise ConfigError(f"model.n_ctx = {m.n_ctx} is shorter than the {fed} input tokens; set 0 or >= {fed}")
+    elif m.n_ctx:
+        raise ConfigError(f"model.n_ctx is a setting of the sequence tasks ({', '.join(SEQUENCE_TASKS)}); leave it 0")
+    if seq_task != (m.readout == "all"):
+        want = "all" if seq_task else "last"
+        raise ConfigError(f"task {t.name} reads its answer from {want} position(s): set model.readout={want}")
+    if m.tie_head and not seq_task:
+        raise ConfigError(f"model.tie_head needs a task whose outputs are tokens ({', '.join(SEQUENCE_TASKS)})")
+    for k in ("lr", "weight_decay", "clip_norm", "lamb"):
+        v = getattr(o, k)
+        if math.isnan(v) or v < 0:
+            raise ConfigError(f"optim.{k} = {v} must be a non-negative number")
+    if not (0 <= o.b1 < 1 and 0 <= o.b2 < 1 and 0 <= o.alpha < 1):
+        raise ConfigError("optim.b1, optim.b2 and optim.alpha must lie in [0, 1)")
+    if o.schedule not in ("constant", "cosine"):
+        raise ConfigError(f"optim.schedule = '{shown(o.schedule)}': choose constant or cosine")
+    if o.grokfast not in ("none", "ema", "ma"):
+        raise ConfigError(f"optim.grokfast = '{shown(o.grokfast)}': choose none, ema or ma")
+    if o.ema_init not in ("first", "zeros"):
+        raise ConfigError(f"optim.ema_init = '{shown(o.ema_init)}': choose first or zeros")
+    if o.warmup_first not in (0, 1):
+        raise ConfigError(f"optim.warmup_first = {o.warmup_first}: choose 0 (optax's warm-up) or 1 (LambdaLR's)")
+    if o.window < 1 or o.warmup_steps < 0:
+        raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
+    if tr.last_batch not in ("drop", "keep"):
+        raise ConfigError(f"train.last_batch = '{shown(tr.last_batch)}': choose drop or keep")
+    if tr.precision not in PRECISIONS:
+        raise ConfigError(f"train.precision = '{shown(tr.precision)}': choose {', '.join(PRECISIONS)}")
+    if tr.steps < 1:
+        raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
+    if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
+        raise ConfigError("train.chunk and train.eval_every must be >= 1, train.batch_size >= 0")
+    validate_record(cfg)
+    if host:
+        check_memory(cfg)
+    return cfg
+
+
+def validate_record(cfg: RunConfig) -> None:
+    """The recording and checkpoint settings that can be checked without building the model (see record.py)."""
+    r, c = cfg.record, cfg.ckpt
+    for k in ("every", "params_every"):
+        v = getattr(r, k)
+        if v < 1:
+            raise ConfigError(f"record.{k} = {v} must be >= 1")
+    if not 0 <= r.log <= 1_000_000:
+        raise ConfigError(f"record.log = {r.log} must lie in [0, 1000000]")
+    if r.positions not in ("last", "all"):
+        raise ConfigError(f"record.positions = '{shown(r.positions)}': choose last or all")
+    if r.dtype not in ("float16", "float32"):
+        raise ConfigError(f"record.dtype = '{shown(r.dtype)}': choose float16 or float32")
+    if any(n < 0 for n in r.neurons) or len(set(r.neurons)) != len(r.neurons):
+        raise ConfigError(f"record.neurons must be distinct non-negative indices, got {shown(list(r.neurons)[:8])}")
+    if c.every < 1 or c.keep < 2:
+        raise ConfigError(f"ckpt.every = {c.every} must be >= 1 and ckpt.keep = {c.keep} >= 2")
+    if not 0 <= c.keep_log <= 1000:
+        raise ConfigError(f"ckpt.keep_log = {c.keep_log} must lie in [0, 1000]")
