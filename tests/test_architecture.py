@@ -40,7 +40,9 @@ LAYERS = (
     "runner",  # the host loop of one run
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
-    "report",  # the paper's claims judged
+    "measures",  # what the paper's claims read from a run
+    "claims",  # the paper's claims, their rules and verdicts over seeds
+    "report",  # results.md
     "plots",  # the paper's figures
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export

@@ -11,11 +11,12 @@ from _runhelp import load_module
 
 from miiii import analysis as A
 from miiii import plots
+from miiii.claims import VERDICTS, claims
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 from miiii.record import plan
-from miiii.report import VERDICTS, claims, results_markdown
+from miiii.report import results_markdown
 from miiii.run import load_run
 from miiii.rundir import write_manifest
 from miiii.runner import prepare, train_run

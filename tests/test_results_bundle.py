@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from miiii.report import CLAIMS, VERDICTS
+from miiii.claims import CLAIMS, VERDICTS
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLES = [ROOT / "results" / name / "results.md" for name in ("paper-cpu", "paper-cpu-original")]

@@ -1,6 +1,6 @@
 """analysis.py's tests of significance are scipy.stats now: each gives the hand-written test it replaced (copied
 below as the reference) on the inputs the committed bundles use: every miiii grok table in
-results/paper-cpu*/summaries/ (q against grok step, as report.rule_no_particular_order takes them) and every
+results/paper-cpu*/summaries/ (q against grok step, as claims.rule_no_particular_order takes them) and every
 comparison in results/book/gap.json (Fisher on the counts, rank-sum on the jump epochs, as experiments/book.py)."""
 
 import json
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from miiii import analysis as A
-from miiii import report as R
+from miiii import claims as R
 
 ROOT = Path(__file__).resolve().parents[1]
 
