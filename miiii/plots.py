@@ -1,9 +1,9 @@
 """The paper's figures (docs/definitions.md §4) drawn from run directories; `draw_all` draws every one the runs support.
 
-Each `fig_*` function takes loaded runs (`miiii.run.Run`) or plain arrays, draws one figure and
-saves it as PNG and PDF under `out`. Colours are colour-blind safe: the Okabe-Ito palette for
-categories, viridis (sequential, by task) and RdBu (diverging, signed values) for maps.
-Numbers shown in titles come from `miiii.analysis`.
+Here: the inputs and targets (figures 1-3), the curves (5, 6, gradient norms) and the embeddings (7-13); the neurons,
+the attention and their change over training: plots_neurons.py; the common look: plotstyle.py. Each `fig_*` function
+takes loaded runs (`miiii.run.Run`) or plain arrays, draws one figure and saves it as PNG and PDF under `out`; a new
+figure is a `fig_*` in one of the two and a line in `draw_all`. Numbers shown in titles come from `miiii.analysis`.
 """
 
 from __future__ import annotations
@@ -21,36 +21,11 @@ import numpy as np  # noqa: E402
 from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
+from miiii.plots_neurons import fig_attention, fig_frequency_ablation, fig_neurons, grid_acts, over_training  # noqa: E402,E501
+from miiii.plotstyle import OKABE_ITO, grid_ax, is_grid, label, sample_steps, save_figure  # noqa: E402
 from miiii.run import Run, load_run  # noqa: E402
-from miiii.tasks import make_task, task_spec  # noqa: E402
+from miiii.tasks import task_spec  # noqa: E402
 from miiii.tokens import is_prime  # noqa: E402
-
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-NEURONS = "blocks.0.mlp.hook_post"
-CROP = 37  # the paper shows at most the top-left 37 x 37 of a grid
-
-plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "font.size": 9, "axes.spines.top": False,
-                     "axes.spines.right": False, "image.cmap": "viridis"})
-
-
-def save_figure(fig, out: Path, name: str) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
-    return paths
-
-
-def label(run: Run) -> str:
-    """A run's name in figures: its directory name."""
-    return run.path.name
-
-
-def is_grid(run: Run) -> bool:
-    """A run of a grid task (nanda, miiii): `TaskConfig.is_sequence` is the one answer."""
-    return not run.config.task.is_sequence
-
 
 # ---------------------------------------------------------------- model-independent (figures 1-3)
 
@@ -75,23 +50,11 @@ def fig_polar(out: Path, n_max: int = 113**2) -> list[Path]:
     return save_figure(fig, out, "fig01_polar")
 
 
-def _grid_ax(ax, values, p, title, cmap="viridis", annotate=False):
-    im = ax.imshow(values.T, origin="upper", cmap=cmap)  # rows x1, columns x0
-    ax.set_xlabel("x0")
-    ax.set_ylabel("x1")
-    ax.set_title(title)
-    if annotate:
-        for i in range(p):
-            for j in range(p):
-                ax.text(i, j, str(int(values[i, j])), ha="center", va="center", fontsize=5.5, color="w")
-    return im
-
-
 def fig_inputs(out: Path, p: int = 11) -> list[Path]:
     """Fig. 2: the input grid for p = 11, each cell the number n = x0 + x1 p."""
     x0, x1 = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
     fig, ax = plt.subplots(figsize=(4.2, 4))
-    _grid_ax(ax, x0 + x1 * p, p, f"inputs (x0, x1) as n = x0 + {p}·x1", annotate=True)
+    grid_ax(ax, x0 + x1 * p, p, f"inputs (x0, x1) as n = x0 + {p}·x1", annotate=True)
     return save_figure(fig, out, "fig02_inputs_p11")
 
 
@@ -103,7 +66,7 @@ def fig_targets(out: Path, p: int = 11) -> list[Path]:
     panels = [(f"n mod {q}", n % q) for q in qs] + [(f"nanda: (x0 + x1) mod {p}", (x0 + x1) % p)]
     fig, axes = plt.subplots(1, len(panels), figsize=(2.4 * len(panels), 2.7))
     for ax, (title, v) in zip(axes, panels, strict=True):
-        _grid_ax(ax, v, p, title)
+        grid_ax(ax, v, p, title)
     fig.suptitle(f"targets over the p = {p} grid (miiii: one task per prime q < p)")
     return save_figure(fig, out, "fig03_targets_p11")
 
@@ -249,182 +212,6 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     a1.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return save_figure(fig, out, f"fig11_embed_fft_{label(run)}")
-
-
-# ---------------------------------------------------------------- neurons and attention (figures 4, 14, 15, 18)
-
-
-def grid_acts(run: Run) -> dict[str, np.ndarray]:
-    """The final model on all p^2 inputs (grid order): the MLP neurons, attention patterns and logits at every
-    position, by TransformerLens names (`Run.cache`)."""
-    return run.cache((NEURONS, "blocks.0.attn.hook_pattern", "logits"))
-
-
-def top_neurons(neurons: np.ndarray, n: int) -> np.ndarray:
-    """Indices of the n neurons with the largest variance over inputs: neurons (p*p, N) -> (n,)."""
-    return np.argsort(neurons.var(0))[::-1][:n]
-
-
-def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14") -> list[Path]:
-    """Fig. 4 (n = 1) and Figs. 14-15 (n = 3): MLP neurons (post-ReLU, last position) over the grid (top-left
-    37 x 37 crop) and the |2-D FFT| over the whole grid (zero frequency at the centre)."""
-    p = run.config.task.p
-    neurons = acts[NEURONS][:, -1]  # (p*p, d_mlp)
-    idx = top_neurons(neurons, n)
-    fig, axes = plt.subplots(2, n, figsize=(3.1 * n, 5.8), squeeze=False)
-    c = min(CROP, p)
-    for j, i in enumerate(idx):
-        g = A.to_grid(neurons[:, i], p)  # (p, p) [x0, x1]
-        _grid_ax(axes[0, j], g[:c, :c], c, f"neuron {i}")
-        spec = A.fft2_grid(g - g.mean())  # centred: the constant would outshine every frequency
-        ext = [-(p // 2) - 0.5, p // 2 + 0.5, -(p // 2) - 0.5, p // 2 + 0.5]
-        axes[1, j].imshow(spec.T, cmap="viridis", extent=ext, origin="lower")
-        axes[1, j].set_xlabel("ω0 (x0)")
-        axes[1, j].set_ylabel("ω1 (x1)")
-        axes[1, j].set_title("|2-D FFT| (centred)")
-    fig.suptitle(f"{label(run)}: MLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
-    fig.tight_layout()
-    name = "fig04_neuron" if n == 1 else f"fig{number}_neurons"
-    return save_figure(fig, out, f"{name}_{label(run)}")
-
-
-def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
-    """Fig. 18: attention from the output position to x0, per head, over the grid (miiii's heads each attend to
-    one digit; nanda's split evenly)."""
-    n_heads = max(a["blocks.0.attn.hook_pattern"].shape[1] for _, a in runs_acts)
-    fig, axes = plt.subplots(len(runs_acts), n_heads, figsize=(2.5 * n_heads, 2.6 * len(runs_acts)),
-                             squeeze=False)
-    for row, (run, acts) in zip(axes, runs_acts, strict=True):
-        p = run.config.task.p
-        pat = acts["blocks.0.attn.hook_pattern"][:, :, -1, run.config.task.digit_positions[0]]  # (p*p, H): -> x0
-        for h, ax in enumerate(row):
-            if h >= pat.shape[1]:
-                ax.axis("off")
-                continue
-            c = min(CROP, p)
-            ax.imshow(A.to_grid(pat[:, h], p)[:c, :c].T, vmin=0, vmax=1, cmap="viridis")
-            ax.set_title(f"{label(run)} head {h}: mean {pat[:, h].mean():.2f}", fontsize=8)
-            ax.set_xticks([])
-            ax.set_yticks([])
-    fig.suptitle("attention from the output position to x0 (0: all on x1 or '=', 1: all on x0)")
-    fig.tight_layout()
-    return save_figure(fig, out, "fig18_attention")
-
-
-# ---------------------------------------------------------------- over training (figure 16, progress measures)
-
-
-def recorded_grid(run: Run, name: str) -> np.ndarray | None:
-    """A recorded activation (T, p*p, ...) when the recording covers the whole grid, else None."""
-    if name not in run.acts or not is_grid(run):
-        return None
-    a = run.acts[name]
-    return a if a.ndim >= 2 and a.shape[1] == run.config.task.p ** 2 else None
-
-
-def steps_of(run: Run, name: str) -> np.ndarray:
-    """Training step of each row of the recorded array `name`: `Run.steps_of` (parameters may be recorded at another
-    rate than activations)."""
-    return np.asarray(run.steps_of(name))
-
-
-def dominance_over_time(neurons: np.ndarray, p: int) -> np.ndarray:
-    """neurons (T, p*p, N) -> (T, p//2 + 1) frequency dominance of the MLP at each recorded step."""
-    return np.stack([A.frequency_dominance(A.to_grid(np.asarray(a, dtype=np.float64), p)) for a in neurons])
-
-
-def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> list[Path]:
-    """Fig. 16: frequency dominance of the MLP neurons over training (top) and the number of active frequencies
-    (above mean + 2 std, bottom); the paper's Table 3 has 0, 0, 10, 18, 10 at 256 ... 65,536 epochs."""
-    n_active = A.active_frequencies(dom).sum(-1)
-    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 4.8), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    x = steps + 1
-    a0.pcolormesh(x, np.arange(dom.shape[1]), (dom / dom.max(1, keepdims=True)).T, shading="nearest",
-                  cmap="viridis")
-    a0.set_ylabel("frequency ω")
-    a0.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    a0.set_title(f"{name}: MLP frequency dominance over training (each step normalised)")
-    a1.plot(x, n_active, color=OKABE_ITO[3])
-    a1.set_ylabel("|ω| active")
-    a1.set_xscale("log")
-    a1.set_xlabel("step + 1 (log scale)")
-    return save_figure(fig, out, f"fig16_frequency_dominance_{name}")
-
-
-def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str) -> list[Path]:
-    """Nanda et al. 2023's progress measures over training: train/test/restricted/excluded loss and Gini."""
-    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    for (k, lbl), c in zip([("train_loss", "train"), ("test_loss", "test"), ("restricted_loss", "restricted"),
-                            ("excluded_loss", "excluded")], OKABE_ITO, strict=False):
-        a0.plot(steps, measures[k], color=c, label=lbl)
-    a0.set_yscale("log")
-    a0.set_ylabel("cross-entropy")
-    a0.legend(frameon=False, fontsize=7)
-    a0.set_title(f"{name}: progress measures (key frequencies {list(map(int, key_freqs))})")
-    a1.plot(steps, measures["gini"], color=OKABE_ITO[2])
-    a1.set_ylabel("Gini of |W_E| Fourier norms")
-    a1.ticklabel_format(axis="y", useOffset=False)
-    a1.set_xlabel("step")
-    return save_figure(fig, out, f"fig_progress_{name}")
-
-
-def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
-    """At most k sorted distinct indices into n recorded steps, log- or linearly spaced, first and last kept.
-
-    A recording has one row per step; reading every row of a long run into float64 would not fit in memory.
-    """
-    if n <= k:
-        return np.arange(n)
-    pos = np.geomspace(1, n, k) - 1 if log else np.linspace(0, n - 1, k)
-    return np.unique(np.round(pos).astype(int))
-
-
-def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list[Path]:
-    """Figures from per-step recordings (acts/index.json), when the run has them."""
-    paths, p = [], run.config.task.p
-    neurons = recorded_grid(run, NEURONS)
-    if neurons is not None:
-        i = sample_steps(len(neurons), max_steps, log=True)
-        sel = np.asarray(neurons[i])
-        sel = sel[:, :, -1] if sel.ndim == 4 else sel  # (t, p*p, N)
-        paths += fig_dominance(steps_of(run, NEURONS)[i], dominance_over_time(sel, p), out, label(run))
-    logits = recorded_grid(run, "logits")
-    if task_spec(run.config.task.name).nanda_progress and logits is not None and "W_E" in run.acts:
-        # logits and W_E may be recorded at different rates: use the steps both have
-        common, il, iw = np.intersect1d(steps_of(run, "logits"), steps_of(run, "W_E"), return_indices=True)
-        j = sample_steps(len(common), max_steps, log=False)
-        sel = np.asarray(logits[il[j]], dtype=np.float64).reshape(len(j), p * p, -1)[..., :p]  # (t, p*p, p)
-        _, key = A.neuron_key_freqs(A.neuron_freq_fractions(A.to_grid(acts[NEURONS][:, -1], p)))
-        measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][iw[j]]), p, key, train_idx(run))
-        paths += fig_progress(common[j], measures, key, out, label(run))
-    return paths
-
-
-def train_idx(run: Run) -> np.ndarray:
-    """Grid indices n = x0 + x1*p of the run's training samples (from its task config alone)."""
-    x = make_task(run.config.task).train.x
-    i0, i1 = run.config.task.digit_positions
-    return (x[:, i0] + x[:, i1] * run.config.task.p).astype(np.int64)
-
-
-# ---------------------------------------------------------------- interventions (new: not in the paper)
-
-
-def fig_frequency_ablation(run: Run, ablation: dict, out: Path) -> list[Path]:
-    """Each task's loss increase when frequency k of either digit is removed from the MLP neurons over the grid
-    (interventions.frequency_ablation): which frequencies each task depends on."""
-    d = np.maximum(ablation["loss"] - ablation["base"][None], 0).T  # (tasks, k)
-    n_tasks = d.shape[0]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.16 * d.shape[1] + 2), max(2.2, 0.22 * n_tasks + 1.2)))
-    im = ax.imshow(d, aspect="auto", interpolation="nearest", cmap="magma",
-                   extent=(ablation["k"][0] - 0.5, ablation["k"][-1] + 0.5, n_tasks - 0.5, -0.5))
-    ax.set_yticks(range(n_tasks), ablation["tasks"], fontsize=6 if n_tasks > 12 else 8)
-    ax.set_xlabel("frequency k removed (every component with ±k in x0 or x1)")
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_title(f"{label(run)}: loss increase over the grid when frequency k leaves the MLP neurons", fontsize=8)
-    fig.colorbar(im, ax=ax, label="Δ loss (nats)", fraction=0.04, pad=0.02)
-    fig.tight_layout()
-    return save_figure(fig, out, f"fig_freq_ablation_{label(run)}")
 
 
 # ---------------------------------------------------------------- everything

@@ -182,7 +182,7 @@ class TaskSpec:
     # (y, on); "none" changes nothing and every task takes it
     variants: Mapping[str, Callable] = field(default_factory=lambda: {"none": _unchanged}, hash=False)
     loss_unit: str = "loss"  # what the per-task loss curves show (plots.fig_curves)
-    nanda_progress: bool = False  # Nanda et al.'s progress measures read its logits (plots.over_training)
+    nanda_progress: bool = False  # Nanda et al.'s progress measures read its logits (plots_neurons.over_training)
     exports_adder: bool = False  # export-adder accepts its runs
     # grid tasks
     min_p: int = 3  # the smallest prime p it accepts

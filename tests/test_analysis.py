@@ -166,7 +166,7 @@ def test_grok_steps_and_order():
 
 
 def test_sample_steps_bounds_the_recording_read():
-    from miiii.plots import sample_steps
+    from miiii.plotstyle import sample_steps
 
     assert sample_steps(5, 10, log=True).tolist() == [0, 1, 2, 3, 4]
     for log in (True, False):

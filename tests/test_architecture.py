@@ -43,7 +43,9 @@ LAYERS = (
     "measures",  # what the paper's claims read from a run
     "claims",  # the paper's claims, their rules and verdicts over seeds
     "report",  # results.md
-    "plots",  # the paper's figures
+    "plotstyle",  # the figures' look and shared helpers
+    "plots_neurons",  # figures of the neurons, the attention and their change over training
+    "plots",  # the paper's other figures; draw_all
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export
     "cli",

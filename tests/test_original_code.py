@@ -15,7 +15,7 @@ import pytest
 from _runhelp import ROOT, load_module
 
 from miiii.config import ConfigError, apply_overrides
-from miiii.plots import train_idx
+from miiii.plots_neurons import train_idx
 from miiii.presets import ORIGINAL_CODE, as_original_code, get_preset
 from miiii.run import load_run
 from miiii.rundir import CKPT_META, CONFIG
