@@ -42,6 +42,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from book_records import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402 - a sibling: the script's folder
 
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
@@ -52,9 +53,6 @@ from miiii.run import Run  # noqa: E402
 from miiii.rundir import regular_file, unflatten  # noqa: E402
 from miiii.tasks import make_task  # noqa: E402
 from miiii.train import TrainState, epoch_order, make_trainer, numerics, steps_per_epoch, task_data  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from book import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402
 
 PART_TOL = 1e-3  # |loss difference| at which the two loops have parted: its median over PART_WINDOW steps
 PART_WINDOW = 25

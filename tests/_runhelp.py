@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_module(path: Path):
-    """A script that is not part of the package (experiments/*.py, an exported adder) as a module."""
+    """A script that is not part of the package (experiments/*.py, an exported adder) as a module, its folder on
+    sys.path as `python path` puts it (a study's script imports its sibling modules, e.g. book.py's book_records)."""
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

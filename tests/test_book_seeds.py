@@ -13,6 +13,7 @@ from miiii.config import apply_overrides
 from miiii.presets import get_preset
 
 book = load_module(ROOT / "experiments" / "book.py")
+records = load_module(ROOT / "experiments" / "book_records.py")  # what the study reads and compares
 
 
 def _run(seed, jump, acc, loss=0.96):
@@ -45,8 +46,8 @@ def test_reversal_by_epoch_10_and_the_two_implementations_agreeing_both_ways():
     a = book.distribution([_run(s, j, 1.0) for s, j in enumerate((60, 70, 80))], 150)
     near = book.distribution([_run(s, j, 1.0) for s, j in enumerate((65, 85, 95))], 150)  # medians 70 vs 85
     far = book.distribution([_run(0, 60, 1.0), _run(1, None, 0.1), _run(2, None, 0.1)], 150)  # 1 of 3 groks
-    assert book.agree(a, near) and not book.agree(a, far)
-    assert not book.agree(a, book.distribution([_run(s, j, 1.0) for s, j in enumerate((90, 95, 100))], 150))
+    assert records.agree(a, near) and not records.agree(a, far)
+    assert not records.agree(a, book.distribution([_run(s, j, 1.0) for s, j in enumerate((90, 95, 100))], 150))
 
 
 @pytest.mark.study
@@ -77,12 +78,12 @@ def _epochs(seed, jump, ar, wd, budget=150):
 
 
 def test_book_curve_needs_the_plateau_and_the_jump():
-    assert book.book_curve(_epochs(0, 60, 1.0, 0.1))
-    assert book.book_curve(_epochs(0, book.CURVE_PLATEAU + 1, 1.0, 0.1))  # the shortest plateau there is
-    assert not book.book_curve(_epochs(0, book.CURVE_PLATEAU, 1.0, 0.1))  # jumps in epoch 10: no plateau
-    assert not book.book_curve(_epochs(0, None, 0.103, 0.1))  # never jumps
-    assert not book.book_curve(_epochs(0, 60, 0.98, 0.1))  # teacher-forced jump, autoregressive short of 99 %
-    assert not book.book_curve(_epochs(0, None, 1.0, 0.1, budget=5))  # too short a run to show a plateau
+    assert records.book_curve(_epochs(0, 60, 1.0, 0.1))
+    assert records.book_curve(_epochs(0, records.CURVE_PLATEAU + 1, 1.0, 0.1))  # the shortest plateau there is
+    assert not records.book_curve(_epochs(0, records.CURVE_PLATEAU, 1.0, 0.1))  # jumps in epoch 10: no plateau
+    assert not records.book_curve(_epochs(0, None, 0.103, 0.1))  # never jumps
+    assert not records.book_curve(_epochs(0, 60, 0.98, 0.1))  # teacher-forced jump, autoregressive short of 99 %
+    assert not records.book_curve(_epochs(0, None, 1.0, 0.1, budget=5))  # too short a run to show a plateau
 
 
 def test_unstated_verdict_per_setting_and_the_finding_both_ways():
@@ -204,7 +205,7 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
                       same_start_jumps=[12, 80, 50, 33, None, 40, 61, 9],
                       warmup1_jumps=[33, 41, None, 60, 14, 20, 70, 90])
     v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
-    questions = [q for q, _, _ in book.GAP_COMPARISONS]
+    questions = [q for q, _, _ in records.GAP_COMPARISONS]
     assert [v_apart[q] for q in questions[:5]] == ["differ", "differ", "differ", "no difference detected", "differ"]
     assert all(v_alike[q] == "no difference detected" for q in questions[:5] + questions[6:])
     # warm-up at lr 0 in PyTorch: never vs its own loop (differ), never vs miiii's never (alike); same starts: never
@@ -257,7 +258,7 @@ def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
     assert book.main(["--smoke", "--gap", "--seeds", "1", "--first-seed", "1", "--out", str(tmp_path)]) == 0
     assert [r["seed"] for r in json.loads((tmp_path / "batches98.json").read_text())["runs"]] == [0, 1]
-    q = book.GAP_COMPARISONS[4][0]  # 98 batches in both: this project's sweep against the PyTorch loop
+    q = records.GAP_COMPARISONS[4][0]  # 98 batches in both: this project's sweep against the PyTorch loop
     assert q in _gap_verdicts((tmp_path / "gap.md").read_text())
 
 
@@ -298,8 +299,8 @@ def test_warmup1_runs_refuse_a_directory_trained_otherwise(tmp_path):
     run = tmp_path / "runs" / "warmup1-s3"
     run.mkdir(parents=True)
     (run / "summary.json").write_text("{}")
-    for cfg in (get_preset("addition-98"), apply_overrides(get_preset("addition-98"), book.WARMUP1 + ["seed=4"])):
+    for cfg in (get_preset("addition-98"), apply_overrides(get_preset("addition-98"), records.WARMUP1 + ["seed=4"])):
         write_config(run, cfg)
         with pytest.raises(ConfigError, match="warmup1-s3's config is not addition-98"):
-            book.warmup1_runs(tmp_path)
+            records.warmup1_runs(tmp_path)
     assert not (tmp_path / "warmup1.json").exists()
