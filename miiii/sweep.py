@@ -51,7 +51,8 @@ from miiii.rundir import (
     write_params,
     write_summary,
 )
-from miiii.runner import check_profile, prepare, profiled_chunk, summarize, trace_chunk
+from miiii.runner import prepare
+from miiii.session import check_profile, profiled_chunk, summarize, trace_chunk
 from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
 from miiii.validate import check_memory, validate
 

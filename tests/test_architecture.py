@@ -37,7 +37,8 @@ LAYERS = (
     "recorder",  # the recording streamed to acts/ by a writer thread
     "checkpoint",  # orbax checkpoints
     "run",  # a loaded run (Run, load_run)
-    "runner",  # the host loop of one run
+    "session",  # the host loop of one run: chunks, checkpoints, metrics, the recorder, Ctrl-C
+    "runner",  # starting and resuming a run
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
     "measures",  # what the paper's claims read from a run

@@ -18,7 +18,8 @@ from miiii.config import ConfigError, RecordConfig, apply_overrides
 from miiii.metrics import METRICS, log_columns
 from miiii.presets import get_preset
 from miiii.rundir import read_metrics_log
-from miiii.runner import profiled_chunk, resume_run, train_run
+from miiii.runner import resume_run, train_run
+from miiii.session import profiled_chunk
 
 # one small program for the tests here (compiled once: the persistent cache shares it between tests and workers)
 TINY = ["--preset", "nanda-tiny", "--steps", "40", "--set", "chunk=20", "--set", "eval_every=3",
