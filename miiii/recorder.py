@@ -18,11 +18,12 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
+from miiii.actsindex import write_acts_index
 from miiii.cadence import is_due, rows_before
 from miiii.config import ConfigError
 from miiii.files import RunError, fsync_dir, io_fault, write_bytes_atomic
 from miiii.record import Recording
-from miiii.rundir import ACTS, ACTS_INPUTS, regular_file, write_acts_index
+from miiii.rundir import ACTS, ACTS_INPUTS, regular_file
 
 
 def _write_rows(f, offset: int, rows: np.ndarray) -> None:

@@ -15,20 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from miiii.actsindex import acts_file, check_inputs, check_rows, read_acts_index
 from miiii.cadence import rows_before
 from miiii.config import ConfigError, RunConfig
+from miiii.integrity import check_manifest
 from miiii.rundir import (
     ACTS,
     ACTS_INDEX,
     CKPT,
     PARAMS,
     SUMMARY,
-    acts_file,
-    check_inputs,
-    check_manifest,
-    check_rows,
     check_unedited,
-    read_acts_index,
     read_ckpt_meta,
     read_config,
     read_metrics,

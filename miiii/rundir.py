@@ -52,7 +52,6 @@ import json
 import os
 import stat
 import zipfile
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -69,10 +68,6 @@ CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "act
 RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK, METRICS_LOG, TB,
              MANIFEST)  # a run's own names, at its top
 NAMES = ("step", "task_names", "grad_names")  # the arrays of metrics.npz that are not metrics
-# the files checksums.json lists (those present), besides every file under tb/; acts/*.npy: index.json's crc32
-LISTED = (CONFIG, METRICS, METRICS_LOG, PARAMS, SUMMARY, CKPT_META, f"{ACTS}/{ACTS_INDEX}", f"{ACTS}/{ACTS_INPUTS}")
-# what a resume of a finished run writes again (from its final checkpoint, metrics.npz and config)
-REBUILT = (SUMMARY, PARAMS, METRICS_LOG, f"{ACTS}/{ACTS_INPUTS}")
 
 
 # ---------------------------------------------------------------- writing
@@ -119,7 +114,7 @@ def unstarted(run_dir: Path) -> bool:
     return True
 
 
-def _written(path: Path, write, *args, **kwargs) -> None:
+def write_checked(path: Path, write, *args, **kwargs) -> None:
     """`write(path, ...)`; a failed write is the RunError that names the file and the free space (files.io_fault)."""
     try:
         write(path, *args, **kwargs)
@@ -128,23 +123,22 @@ def _written(path: Path, write, *args, **kwargs) -> None:
 
 
 def write_config(run_dir: Path, cfg: RunConfig) -> None:
-    _written(Path(run_dir) / CONFIG, write_json_atomic, cfg.to_dict())
+    write_checked(Path(run_dir) / CONFIG, write_json_atomic, cfg.to_dict())
 
 
 def write_metrics(run_dir: Path, hist: dict, n: int, task_names, grad_names) -> None:
     """The first `n` steps of `hist` (metric name -> array with time first)."""
-    _written(Path(run_dir) / METRICS, save_npz_atomic, step=np.arange(n), task_names=np.array(task_names),
+    write_checked(Path(run_dir) / METRICS, save_npz_atomic, step=np.arange(n), task_names=np.array(task_names),
              grad_names=np.array(grad_names), **{k: v[:n] for k, v in hist.items()})
 
 
 def write_params(run_dir: Path, params) -> None:
-    _written(Path(run_dir) / PARAMS, save_npz_atomic, **flatten_params(params))
+    write_checked(Path(run_dir) / PARAMS, save_npz_atomic, **flatten_params(params))
 
 
 def write_summary(run_dir: Path, summary: dict) -> None:
-    """summary.json, the last file of a finished run, then its manifest (checksums.json) over every file."""
-    _written(Path(run_dir) / SUMMARY, write_json_atomic, summary)
-    write_manifest(run_dir)
+    """summary.json, the last file of a finished run but its manifest (integrity.finish_files writes both)."""
+    write_checked(Path(run_dir) / SUMMARY, write_json_atomic, summary)
 
 
 def remove_summary(run_dir: Path) -> None:
@@ -154,44 +148,10 @@ def remove_summary(run_dir: Path) -> None:
     (Path(run_dir) / SUMMARY).unlink(missing_ok=True)
 
 
-def _canonical_sum(obj: dict) -> str:
+def canonical_sum(obj: dict) -> str:
     """sha256 of a JSON object without its "checksum" key, keys sorted: the checksum a file carries of itself."""
     body = {k: v for k, v in obj.items() if k != "checksum"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(16 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def listed_files(run_dir: Path) -> list[str]:
-    """The run's files that a manifest lists, those present (relative paths with '/'): LISTED, and everything under
-    tb/ (or tb itself when it is not a directory)."""
-    run_dir = Path(run_dir)
-    names = [n for n in LISTED if (run_dir / n).exists() or (run_dir / n).is_symlink()]
-    tb = run_dir / TB
-    if tb.is_dir() and not tb.is_symlink():
-        names += sorted(p.relative_to(run_dir).as_posix() for p in tb.rglob("*") if not p.is_dir() or p.is_symlink())
-    elif tb.exists() or tb.is_symlink():
-        names.append(TB)
-    return names
-
-
-def write_manifest(run_dir: Path) -> None:
-    """checksums.json: the sha256 of every file `listed_files` finds, and of its own content; written atomically."""
-    run_dir = Path(run_dir)
-    try:
-        files = {n: file_sha256(run_dir / n) for n in listed_files(run_dir)}
-    except OSError as e:
-        raise io_fault(Path(e.filename or run_dir), e) from None
-    body = {"format": 1, "algorithm": "sha256", "files": files,
-            "note": "sha256 of each file of the finished run; acts/*.npy: crc32 in acts/index.json; ckpt/: sha256 "
-                    "in ckpt.json; checksum: sha256 of this object without it (json.dumps, sort_keys)"}
-    _written(run_dir / MANIFEST, write_json_atomic, body | {"checksum": _canonical_sum(body)})
 
 
 def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | None,
@@ -204,37 +164,12 @@ def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | N
     if cfg is not None:
         meta["config"] = json.loads(cfg.to_json())
     extra = {"metrics": metrics} if metrics is not None else {}
-    _written(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums} | extra)
-
-
-def metrics_rows_sha256(metrics: dict, names, n: int) -> str:
-    """sha256 of the first `n` rows of each named metric (float32 as saved), in the order of `names`."""
-    h = hashlib.sha256()
-    for name in names:
-        h.update(name.encode() + b"\0" + np.ascontiguousarray(np.asarray(metrics[name][:n], np.float32)).tobytes())
-    return h.hexdigest()
-
-
-def check_metrics_rows(run_dir: Path, metrics: dict, step: int, ckpt_meta: dict) -> None:
-    """metrics.npz's rows before `step` against the checksum ckpt.json holds for that checkpoint (none: a run written
-    before it did, nothing to check); a ConfigError naming metrics.npz when they differ."""
-    entry = ckpt_meta.get("metrics", {}).get(str(step))
-    if not isinstance(entry, dict):
-        return
-    names = entry.get("names", [])
-    if any(n not in metrics for n in names) or metrics_rows_sha256(metrics, names, step) != entry.get("sha256"):
-        raise ConfigError(f"{Path(run_dir) / METRICS} is damaged: its rows before step {step} do not match their "
-                          f"checksum in {Path(run_dir) / CKPT_META}; the run cannot resume from it")
+    write_checked(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums} | extra)
 
 
 def write_book_report(run_dir: Path, report: dict) -> None:
     """book.json (indent 2, in the report's order): the JSON-ready report of bookeval.Evaluator."""
-    _written(Path(run_dir) / BOOK, Path.write_text, json.dumps(report, indent=2))
-
-
-def write_acts_index(run_dir: Path, index: dict) -> None:
-    """index.json with the sha256 of its own content ("checksum"), which `read_acts_index` checks."""
-    _written(Path(run_dir) / ACTS / ACTS_INDEX, write_json_atomic, index | {"checksum": _canonical_sum(index)})
+    write_checked(Path(run_dir) / BOOK, Path.write_text, json.dumps(report, indent=2))
 
 
 def flatten_params(params, prefix: str = "") -> dict[str, np.ndarray]:
@@ -284,7 +219,7 @@ def regular_file(path: Path, root: Path | None = None) -> Path:
     return path
 
 
-def _read(path: Path, fn, root: Path | None = None):
+def read_checked(path: Path, fn, root: Path | None = None):
     """fn(path) on a regular file; any error reading it is a ConfigError that names it."""
     regular_file(path, path.parent if root is None else root)
     try:
@@ -295,9 +230,9 @@ def _read(path: Path, fn, root: Path | None = None):
         raise ConfigError(f"{path} is damaged ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _json(path: Path, root: Path | None = None, kind: type = dict):
+def read_json(path: Path, root: Path | None = None, kind: type = dict):
     """A JSON file whose top level is `kind` (an object), or a ConfigError that names it."""
-    out = _read(path, lambda f: json.loads(f.read_text()), root)
+    out = read_checked(path, lambda f: json.loads(f.read_text()), root)
     if not isinstance(out, kind):
         raise ConfigError(f"{path} is damaged: its top level is not a JSON {kind.__name__}")
     return out
@@ -306,7 +241,7 @@ def _json(path: Path, root: Path | None = None, kind: type = dict):
 def read_npy(path: Path, root: Path | None = None) -> np.ndarray:
     """An activation file, memory-mapped read-only; a ConfigError that names it when it is missing or damaged (or not
     a regular file inside `root`, default its folder's parent: the run directory of acts/NAME.npy)."""
-    return _read(path, lambda f: np.load(f, mmap_mode="r"), Path(path).parent.parent if root is None else root)
+    return read_checked(path, lambda f: np.load(f, mmap_mode="r"), Path(path).parent.parent if root is None else root)
 
 
 def _npz(path: Path) -> dict:
@@ -321,7 +256,7 @@ def read_config(run_dir: Path) -> RunConfig:
     if not (path.exists() or path.is_symlink()):
         raise ConfigError(f"{run_dir} is not a run directory (no config.json)")
     try:
-        return validate(RunConfig.from_dict(_json(path)), host=False)
+        return validate(RunConfig.from_dict(read_json(path)), host=False)
     except ConfigError as e:
         if str(e).startswith(str(path)):
             raise
@@ -336,7 +271,7 @@ def read_ckpt_meta(run_dir: Path, strict: bool = True) -> dict:
     if not (path.exists() or path.is_symlink()):
         return {}
     try:
-        meta = _json(path, Path(run_dir))
+        meta = read_json(path, Path(run_dir))
         if not isinstance(meta.get("checksums", {}), dict) or not isinstance(meta.get("config", {}), dict):
             raise ConfigError(f"{path} is damaged: its checksums or config is not a JSON object")
         return meta
@@ -380,7 +315,7 @@ def read_metrics(run_dir: Path, complete: tuple[str, ...] = (), optional: tuple[
     path = Path(run_dir) / METRICS
     if not (path.exists() or path.is_symlink()):
         return {}
-    out = _read(path, _npz)
+    out = read_checked(path, _npz)
     if complete or optional:
         complete = (*complete, *(k for k in optional if k in out))
         missing = [k for k in ("step", *complete) if k not in out]
@@ -399,7 +334,7 @@ def read_metrics_log(run_dir: Path) -> dict:
     path = Path(run_dir) / METRICS_LOG
     if not (path.exists() or path.is_symlink()):
         return {}
-    rows = _read(path, lambda f: [json.loads(line) for line in f.read_text().split("\n")[:-1]])
+    rows = read_checked(path, lambda f: [json.loads(line) for line in f.read_text().split("\n")[:-1]])
     if not rows:
         return {}
     try:
@@ -423,177 +358,14 @@ def read_metrics_log(run_dir: Path) -> dict:
 def read_summary(run_dir: Path) -> dict:
     """summary.json ({} while the run has not finished)."""
     path = Path(run_dir) / SUMMARY
-    return _json(path) if path.exists() or path.is_symlink() else {}
+    return read_json(path) if path.exists() or path.is_symlink() else {}
 
 
 def read_params(run_dir: Path) -> dict:
     """The final parameters as a nested dict of arrays ({} while the run has not finished)."""
     path = Path(run_dir) / PARAMS
-    return _read(path, lambda f: unflatten(_npz(f))) if path.exists() or path.is_symlink() else {}
+    return read_checked(path, lambda f: unflatten(_npz(f))) if path.exists() or path.is_symlink() else {}
 
 
 def has_checkpoints(run_dir: Path) -> bool:
     return (Path(run_dir) / CKPT_META).is_file() and (Path(run_dir) / CKPT).is_dir()
-
-
-# ---------------------------------------------------------------- the manifest (checksums.json)
-
-
-def read_manifest(run_dir: Path) -> dict[str, str] | None:
-    """checksums.json's files ({relative path: sha256}), checked against its own checksum; None when the run has none
-    (unfinished, or written before manifests). Damaged: a ConfigError that names it."""
-    path = Path(run_dir) / MANIFEST
-    if not (path.exists() or path.is_symlink()):
-        return None
-    m = _json(path, Path(run_dir))
-    files = m.get("files")
-    if m.get("checksum") != _canonical_sum(m) or not isinstance(files, dict):
-        raise ConfigError(f"{path} is damaged: its content does not match its own checksum")
-    for name, digest in files.items():
-        parts = name.split("/")
-        if (name not in LISTED and parts[0] != TB) or ".." in parts or "" in parts or not isinstance(digest, str):
-            raise ConfigError(f"{path} is damaged or was edited: it lists {shown(name)!r}, not a file of a run")
-    return files
-
-
-def manifest_faults(run_dir: Path) -> dict[str, str] | None:
-    """Each file of a run with a manifest that is not as the manifest says, with the message saying why: changed,
-    missing, not a regular file, or present with no entry (a missing checksum is itself a fault). {}: every file is
-    as written; None: the run has no manifest."""
-    run_dir = Path(run_dir)
-    files = read_manifest(run_dir)
-    if files is None:
-        return None
-    where, faults = run_dir / MANIFEST, {}
-    for name, want in files.items():
-        path = run_dir / name
-        try:
-            regular_file(path, run_dir)
-            if file_sha256(path) != want:
-                faults[name] = f"{path} is damaged: it does not match its checksum in {where}"
-        except ConfigError as e:
-            faults[name] = f"{e} ({where} lists it)"
-        except OSError as e:
-            faults[name] = f"{path} cannot be read ({e.strerror or e})"
-    for name in listed_files(run_dir):
-        if name not in files:
-            faults[name] = f"{run_dir / name} has no checksum in {where}: it was added or replaced after the run ended"
-    return faults
-
-
-def check_manifest(run_dir: Path, rebuilt: tuple[str, ...] = ()) -> list[str] | None:
-    """Raise the first fault `manifest_faults` finds (a ConfigError naming the file), but for those in `rebuilt`
-    (what the caller writes again), which are returned with their messages; None: the run has no manifest."""
-    faults = manifest_faults(run_dir)
-    if faults is None:
-        return None
-    fatal = [msg for name, msg in faults.items() if name not in rebuilt]
-    if fatal:
-        raise ConfigError(fatal[0])
-    return [msg for name, msg in faults.items() if name in rebuilt]
-
-
-# ---------------------------------------------------------------- acts/index.json
-
-
-def _whole(v, least: int = 0) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= least
-
-
-def _steps_list(v) -> bool:
-    return isinstance(v, list) and all(_whole(x) for x in v) and all(a < b for a, b in zip(v, v[1:], strict=False))
-
-
-def check_acts_index(index, path: Path) -> dict:
-    """index.json's schema: the form `record.Recording.index` writes (a ConfigError naming the file and the value
-    otherwise), and its own checksum when it carries one (every index.json written since it does)."""
-    def bad(what: str):
-        raise ConfigError(f"{path} is damaged or was edited: {what}")
-
-    if not isinstance(index, dict):
-        bad("its top level is not a JSON object")
-    arrays = index.get("arrays", {})
-    if not isinstance(arrays, dict):
-        bad('"arrays" is not an object of name: array')
-    for name, meta in arrays.items():
-        if not isinstance(meta, dict):
-            bad(f'"arrays"/{shown(name)!r} is not an object')
-        shape, every, steps, sums = meta.get("shape"), meta.get("every", 1), meta.get("steps"), meta.get("crc32", [])
-        if not isinstance(shape, list) or not shape or not all(_whole(n) for n in shape):
-            bad(f'{shown(name)!r} has no "shape" of non-negative integers')
-        try:
-            np.dtype(meta.get("dtype"))
-        except TypeError:
-            bad(f'{shown(name)!r} has no numpy "dtype"')
-        if not isinstance(meta.get("dtype"), str):
-            bad(f'{shown(name)!r} has no numpy "dtype"')
-        if steps is not None and (not _steps_list(steps) or len(steps) < shape[0]):
-            bad(f'{shown(name)!r}: "steps" is not a list of increasing steps, one per row')
-        if steps is None and not _whole(every, 1):
-            bad(f'{shown(name)!r}: "every" is {shown(every)}, not a positive integer')
-        if (not isinstance(sums, list) or not all(isinstance(e, list) and len(e) == 2 and _whole(e[0], 1)
-                                                  and _whole(e[1]) and e[1] < 2**32 for e in sums)
-                or not _steps_list([e[0] for e in sums]) or (sums and sums[-1][0] > shape[0])):
-            bad(f'{shown(name)!r}: "crc32" is not a list of [rows, crc32] with rows increasing up to the shape')
-    done, finished = index.get("complete_step", 0), index.get("finished", True)
-    if not _whole(done):
-        bad(f'"complete_step" is {shown(done)}, not a step')
-    if not isinstance(finished, bool):
-        bad(f'"finished" is {shown(finished)}, not true or false')
-    if not _steps_list(index.get("steps", [])):
-        bad('"steps" is not a list of increasing steps')
-    inputs = index.get("inputs", {})
-    if not isinstance(inputs, dict) or not _whole(inputs.get("crc32", 0)) or inputs.get("crc32", 0) >= 2**32:
-        bad('"inputs" is not an object with a crc32')
-    if "checksum" in index and "crc32" not in inputs:
-        bad('"inputs" has no crc32 of inputs.npy')
-    for meta in arrays.values():  # the files it names: inside acts/ (the run directory is its parent's parent)
-        acts_file(path.parent.parent, meta.get("file"))
-    if "checksum" in index and index["checksum"] != _canonical_sum(index):  # last: the checks above say more
-        bad("its content does not match its own checksum")
-    return index
-
-
-def read_acts_index(run_dir: Path) -> dict:
-    """acts/index.json, checked (`check_acts_index`), or a ConfigError when it is missing or damaged."""
-    path = Path(run_dir) / ACTS / ACTS_INDEX
-    if not (path.exists() or path.is_symlink()):
-        raise ConfigError(f"{path} is damaged or missing (there is no such file)")
-    return check_acts_index(_json(path, Path(run_dir)), path)
-
-
-def acts_file(run_dir: Path, name) -> str:
-    """An array's file as index.json names it: a plain name inside acts/ (never a path to another run's files)."""
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") or not name.endswith(".npy"):
-        raise ConfigError(f"{Path(run_dir) / ACTS / ACTS_INDEX} is damaged or was edited: it names the file "
-                          f"{shown(name)!r}, not a .npy file inside acts/")
-    return name
-
-
-def check_inputs(run_dir: Path, index: dict) -> None:
-    """acts/inputs.npy against the crc32 index.json holds of it (indexes written before it have none)."""
-    want = index.get("inputs", {}).get("crc32")
-    path = Path(run_dir) / ACTS / ACTS_INPUTS
-    if want is not None and _read(path, lambda f: zlib.crc32(f.read_bytes()), Path(run_dir)) != want:
-        raise ConfigError(f"{path} is damaged: it does not match its crc32 in {path.parent / ACTS_INDEX}")
-
-
-def check_rows(path: Path, a: np.ndarray, sums: list) -> None:
-    """The rows of `a` (time first) against index.json's crc32 of each commit's rows, which must reach its last row
-    (rows without a checksum are a fault); the commits past len(a) are not checked (an interrupted run's rows after
-    its last commit). A mismatch is a ConfigError naming the file."""
-    if len(a) and (not sums or sums[-1][0] < len(a)):
-        covered = sums[-1][0] if sums else 0
-        raise ConfigError(f"{path} is damaged or its index was edited: rows {covered}..{len(a) - 1} have no checksum "
-                          f"in {path.parent / ACTS_INDEX}")
-    start = 0
-    for stop, crc in sums:
-        if stop > len(a):
-            break
-        got, step = 0, max(1, (64 << 20) // max(a[0].nbytes, 1))
-        for i in range(start, stop, step):
-            got = zlib.crc32(np.ascontiguousarray(a[i:min(i + step, stop)]), got)
-        if got != crc:
-            raise ConfigError(f"{path} is damaged: rows {start}..{stop - 1} do not match their checksum in "
-                              f"{path.parent / ACTS_INDEX}")
-        start = stop

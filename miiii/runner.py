@@ -13,24 +13,22 @@ from pathlib import Path
 
 import jax
 
+from miiii.actsindex import read_acts_index
 from miiii.checkpoint import Checkpoints, describe_checkpoints
 from miiii.claim import RunClaim, RunLock, check_new
 from miiii.config import ConfigError, RunConfig
 from miiii.files import RunError, then
+from miiii.integrity import REBUILT, check_manifest, check_metrics_rows
 from miiii.model import abstract_params, build_model
 from miiii.record import GiB, check_budget, describe_recording, plan
 from miiii.recorder import Recorder
 from miiii.rundir import (
     CONFIG,
     PARAMS,
-    REBUILT,
     check_layout,
-    check_manifest,
-    check_metrics_rows,
     check_unedited,
     flatten_params,
     has_checkpoints,
-    read_acts_index,
     read_ckpt_meta,
     read_config,
     read_metrics,

@@ -30,15 +30,11 @@ from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, shown
 from miiii.errors import interrupt_pending
 from miiii.files import RunError, then
+from miiii.integrity import finish_files, metrics_rows_sha256
 from miiii.metricslog import MetricsLog
 from miiii.model import count_params
 from miiii.recorder import Recorder
-from miiii.rundir import (
-    metrics_rows_sha256,
-    write_metrics,
-    write_params,
-    write_summary,
-)
+from miiii.rundir import write_metrics, write_params
 from miiii.tasks import Task
 from miiii.train import (
     evaluate_split,
@@ -299,7 +295,7 @@ class Session:
         """params.npz and summary.json of the finished run; returns the summary."""
         cfg = self.cfg
         steps = cfg.train.steps
-        if self.log is not None:  # metrics.jsonl and tb/ complete before checksums.json lists them (write_summary)
+        if self.log is not None:  # metrics.jsonl and tb/ complete before checksums.json lists them
             self.log.close()
             self.log = None
         write_params(self.run_dir, state.params)
@@ -311,7 +307,7 @@ class Session:
             **numerics(cfg), record_bytes=self.recorder.rec.nbytes, record_submit_s=round(self.rec_s, 3),
             resumed_from=resumed_from,
         )
-        write_summary(self.run_dir, summary)
+        finish_files(self.run_dir, summary)
         return summary
 
 

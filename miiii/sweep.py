@@ -44,12 +44,12 @@ from miiii.claim import RunClaim, check_new
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
 from miiii.errors import raise_interrupt
 from miiii.files import write_json_atomic
+from miiii.integrity import finish_files
 from miiii.metricslog import MetricsLog
 from miiii.rundir import (
     write_config,
     write_metrics,
     write_params,
-    write_summary,
 )
 from miiii.runner import prepare
 from miiii.session import check_profile, profiled_chunk, summarize, trace_chunk
@@ -365,7 +365,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
             summary["grok_step"] = dict.fromkeys(summary["grok_step"])
         if writer:
             write_params(run, params)
-            write_summary(run, summary)
+            finish_files(run, summary)
         rows.append(summary | {"member": mem.index})
 
     points = []

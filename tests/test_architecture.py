@@ -27,7 +27,9 @@ LAYERS = (
     "presets",  # named RunConfigs
     "model",  # the Flax transformer family
     "optim",  # the optax chain
-    "rundir",  # the run directory's files (numpy only)
+    "rundir",  # the run directory's files: names, writers, readers (numpy only)
+    "actsindex",  # acts/index.json: its schema, its own checksum, the rows and inputs it vouches for
+    "integrity",  # checksums.json over a finished run's files; the metrics rows each checkpoint vouches for
     "claim",  # one writer per run directory
     "metricslog",  # metrics.jsonl and tb/
     "hooks",  # TransformerLens-style hook points

@@ -97,13 +97,13 @@ def flip_digit(path: Path, after: str) -> None:
 def rewrite_index(run: Path, edit) -> None:
     """index.json edited by `edit(index)`, with its own checksum made to match again (and the manifest removed), so
     what catches the edit is the reader's schema, not a checksum."""
-    from miiii.rundir import _canonical_sum
+    from miiii.rundir import canonical_sum
 
     path = run / "acts" / "index.json"
     index = json.loads(path.read_text())
     edit(index)
     index.pop("checksum", None)
-    path.write_text(json.dumps(index | {"checksum": _canonical_sum(index)}))
+    path.write_text(json.dumps(index | {"checksum": canonical_sum(index)}))
     (run / "checksums.json").unlink(missing_ok=True)
 
 
@@ -270,7 +270,7 @@ def test_export_tl_on_a_full_disk_leaves_nothing_and_exits_1(tmp_path, monkeypat
 
 
 def test_a_finished_run_has_a_manifest_of_every_file(tmp_path):
-    from miiii.rundir import read_manifest
+    from miiii.integrity import read_manifest
 
     files = read_manifest(_finished())
     assert set(files) >= {"config.json", "metrics.npz", "metrics.jsonl", "params.npz", "summary.json", "ckpt.json",
@@ -304,12 +304,12 @@ def _add_one(path: Path) -> None:
 
 
 def _drop_entry(run: Path, name: str) -> None:
-    from miiii.rundir import _canonical_sum
+    from miiii.rundir import canonical_sum
 
     m = json.loads((run / "checksums.json").read_text())
     del m["files"][name]
     m.pop("checksum")
-    (run / "checksums.json").write_text(json.dumps(m | {"checksum": _canonical_sum(m)}))
+    (run / "checksums.json").write_text(json.dumps(m | {"checksum": canonical_sum(m)}))
 
 
 @pytest.mark.parametrize("case", list(DAMAGE))

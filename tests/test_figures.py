@@ -14,11 +14,11 @@ from miiii import plots
 from miiii.claims import VERDICTS, claims
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
+from miiii.integrity import write_manifest
 from miiii.presets import get_preset
 from miiii.record import plan
 from miiii.report import results_markdown
 from miiii.run import load_run
-from miiii.rundir import write_manifest
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
 from miiii.validate import validate
