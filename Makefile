@@ -9,7 +9,7 @@ RUN     ?=
 TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test test-multihost test-studies lint presets bench clean figures paper paper-cpu \
+        train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu \
         book book-smoke train-addition-10 export-adder test-tl
 
 help:  ## list the targets
@@ -66,6 +66,9 @@ book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
+
+headline: $(STAMP)  ## rewrite README.md's findings table from the committed bundles (results/); a test checks it
+	$(BIN)/python experiments/headline.py
 
 figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
 	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }

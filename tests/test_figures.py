@@ -175,3 +175,14 @@ def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp
     assert run.config.task.p == 13 and run.config.model.d_model == 32 and run.config.train.steps == 40
     assert "logits" in run.config.record.acts and run.config.record.inputs == "grid"  # the experiment's recording
     assert run.summary["resumed_from"] == 20 and len(run.metrics["step"]) == 40
+
+
+def test_paper_train_only_trains_and_writes_no_report(tmp_path, capsys):
+    """`paper.py --train-only` (several of them can share a GPU, a last --reuse reports): runs, no results.md."""
+    paper = load_module(ROOT / "experiments" / "paper.py")
+    sets = ["--set", "p=13", "--set", "task.valid_size=30", "--set", "model.d_model=32", "--set", "model.d_mlp=64",
+            "--set", "train.chunk=20"]
+    assert paper.main(["--smoke", "--steps", "20", "--roles", "nanda", "--train-only", "--no-progress",
+                       "--out", str(tmp_path), *sets]) == 0
+    assert (tmp_path / "runs" / "nanda" / "summary.json").is_file() and not (tmp_path / "results.md").exists()
+    assert "run again with --reuse" in capsys.readouterr().out

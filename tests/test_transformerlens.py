@@ -146,7 +146,7 @@ def test_the_command_writes_the_same_export_and_prints_how_to_load_it(export, tm
         cli_main(["export-tl", "--help"])
     help_text = capsys.readouterr().out
     assert textwrap.indent(LOAD, "  ") in help_text and "RUN_DIR" in help_text and "OUT_DIR" in help_text
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "extending.md").read_text()  # the README's guide to extending
     assert "### Export to TransformerLens" in readme and LOAD in readme and "make test-tl" in readme
 
 
