@@ -5,6 +5,7 @@ covered by a checksum its readers check; damaged and hostile run directories are
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import functools
 import importlib.util
@@ -416,12 +417,18 @@ def test_a_legacy_run_loads_with_a_warning(tmp_path):
 # ---------------------------------------------------------------- 11: hostile run directories
 
 
-def _hang_guard():
+@contextlib.contextmanager
+def no_hang(seconds: int = 20):
+    """The body fails with a TimeoutError instead of waiting forever (a FIFO read blocks)."""
     def hung(*_):
-        raise TimeoutError("still running after 20 s")
+        raise TimeoutError(f"still running after {seconds} s")
 
     signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
 
 
 def test_a_fifo_in_place_of_an_activation_file_is_refused_not_waited_on(tmp_path):
@@ -430,12 +437,9 @@ def test_a_fifo_in_place_of_an_activation_file_is_refused_not_waited_on(tmp_path
     run = finished(tmp_path)
     (run / "acts" / "W_E.npy").unlink()
     os.mkfifo(run / "acts" / "W_E.npy")
-    _hang_guard()
-    try:
+    with no_hang():
         with pytest.raises(ConfigError, match=r"W_E\.npy .*not a regular file"):
             load_run(run)
-    finally:
-        signal.alarm(0)
 
 
 INDEX_EDITS = {
@@ -520,12 +524,9 @@ def test_a_config_edited_past_the_limits_is_refused_on_load(tmp_path):
         (d.get("config", d))["task"]["p"] = 2**31 - 1
         path.write_text(json.dumps(d))
     (run / "checksums.json").unlink()
-    _hang_guard()
-    try:
+    with no_hang():
         with pytest.raises(ConfigError, match=r"config\.json is damaged or was edited into something invalid"):
             load_run(run)
-    finally:
-        signal.alarm(0)
 
 
 def test_an_unfinished_runs_metrics_rows_are_checked_against_their_checkpoint(tmp_path):
