@@ -26,6 +26,7 @@ groks in 5k steps, so the claims about the rest, the masked run and Table 3 read
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -108,8 +109,18 @@ def seeds_config(cfg):
     return replace(cfg, record=RecordConfig(), train=replace(cfg.train, seed=cfg.train.seed + 1))
 
 
+def seed_dir(out: Path, role: str, k: int) -> Path:
+    """The k-th extra seed of a role trained as its own recorded run (--recorded-seeds)."""
+    return out / "runs" / f"{role}-s{k}"
+
+
+def seed_config(cfg, k: int):
+    """The role's config with seed train.seed + k, recording as the first seed does."""
+    return replace(cfg, train=replace(cfg.train, seed=cfg.train.seed + k))
+
+
 def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, sets: list[str] = (),
-         seeds: int = 1, variant: str = "project") -> dict:
+         seeds: int = 1, variant: str = "project", recorded: bool = False) -> dict:
     """Every role's config, built and checked before anything trains (a ConfigError names the first fault): the
     config (validate, the task, the batch size), the recording (its names against the model, its size against the
     default budget), the extra seeds' sweep, and the directories each would write (not an earlier run's, unless
@@ -124,9 +135,11 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
         task = prepare(cfg)
         check_budget(build(cfg, task)[1], out, 2 * GiB)
         run_dir, sweep_dir = out / "runs" / role, out / "runs" / f"{role}-seeds"
-        if not (reuse and ((run_dir / "summary.json").is_file() or (run_dir / "ckpt.json").is_file())):
-            check_new(run_dir)  # --reuse or not, an earlier run is never written over
-        if seeds > 1:
+        solo = [run_dir] + ([seed_dir(out, role, k) for k in range(1, seeds)] if recorded else [])
+        for d in solo:
+            if not (reuse and ((d / "summary.json").is_file() or (d / "ckpt.json").is_file())):
+                check_new(d)  # --reuse or not, an earlier run is never written over
+        if seeds > 1 and not recorded:
             make_members(seeds_config(cfg), seeds - 1, {})
             if sweep_dir.exists() and not (reuse and (sweep_dir / "sweep.json").is_file()):
                 why = "an unfinished sweep: no sweep.json" if reuse else "pass --reuse to use it"
@@ -163,14 +176,19 @@ def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: 
 
 
 def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: int | None = None,
-            sets: list[str] = (), seeds: int = 1, variant: str = "project") -> dict[str, list]:
-    """role -> its runs, seed order: the recorded run (train.seed) first, then the sweep's seeds. Every role is
-    planned (`plan`: built and checked) before the first trains."""
+            sets: list[str] = (), seeds: int = 1, variant: str = "project", recorded: bool = False) -> dict[str, list]:
+    """role -> its runs, seed order: the recorded run (train.seed) first, then the other seeds (each recorded as the
+    first with `recorded`, else one vmapped sweep without recording). Every role is planned (`plan`: built and
+    checked) before the first trains."""
     runs = {}
-    for role, cfg in plan(out, smoke, roles, reuse, steps, sets, seeds, variant).items():
+    for role, cfg in plan(out, smoke, roles, reuse, steps, sets, seeds, variant, recorded).items():
         train_role(role, cfg, out / "runs" / role, reuse, progress)
         dirs = [out / "runs" / role]
-        if seeds > 1:
+        if recorded:
+            for k in range(1, seeds):
+                train_role(f"{role} seed +{k}", seed_config(cfg, k), seed_dir(out, role, k), reuse, progress)
+                dirs.append(seed_dir(out, role, k))
+        elif seeds > 1:
             dirs += train_seeds(role, cfg, seeds - 1, out / "runs" / f"{role}-seeds", reuse, progress)
         runs[role] = [load_run(d) for d in dirs]
     return runs
@@ -204,6 +222,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=1,
                     help="seeds per role (default 1): the recorded run, then N-1 more seeds as one vmapped sweep "
                          "without recording; every claim reports in how many seeds it holds")
+    ap.add_argument("--recorded-seeds", action=argparse.BooleanOptionalAction, default=None,
+                    help="train every seed as its own recorded run (activations, checkpoints: Table 3 and every "
+                         "figure measure over all seeds) instead of one sweep without recording; default on with "
+                         "--smoke (on CPU a sweep saves little), off at full scale")
     ap.add_argument("--variant", choices=list(VARIANTS), default="project",
                     help="; ".join(f"{k}: {v}" for k, v in VARIANTS.items()) + " (default project)")
     ap.add_argument("--train-only", action="store_true",
@@ -221,8 +243,9 @@ def study(args) -> int:
                                          ("-original" if args.variant == "original" else ""))
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))
+    recorded = args.smoke if args.recorded_seeds is None else args.recorded_seeds
     runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets, args.seeds,
-                   args.variant)
+                   args.variant, recorded)
     t_train = time.perf_counter() - t0
     if args.train_only:
         print(f"trained {', '.join(roles)} in {t_train / 60:.1f} min under {out / 'runs'}; run again with --reuse "
