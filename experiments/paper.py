@@ -252,6 +252,8 @@ def study(args) -> int:
               "to draw the figures and write results.md")
         return 0
     first = {role: rs[0] for role, rs in runs.items()}
+    for stale in (out / "figures").glob("*.*"):  # only this study's runs' figures: none of an earlier one stays
+        stale.unlink()
     paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
     run_s = sum(r.summary.get("wall_s", 0.0) for r in first.values())
@@ -262,7 +264,7 @@ def study(args) -> int:
                      f"{(wall - t_train) / 60:.1f} min figures and report); the recorded runs' own training loops "
                      f"took {run_s / 60:.1f} min",
         "host": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
-    path = write_results(runs, out / "results.md", notes=notes, provenance=prov)
+    path = write_results(runs, out, notes=notes, provenance=prov)
     print(path.read_text())
     print(f"wrote {path} and {len(paths)} figure files in {wall / 60:.1f} min")
     return 0

@@ -1,91 +1,102 @@
-"""The paper's claims judged as written, over seeds (results.md: report.py; what they read of a run: measures.py).
+"""The paper's claims judged as written, over seeds, from each run's measures (measures.run_measures: the JSON a
+bundle commits), so results.md regenerates from a bundle's files alone (report.py).
 
-Each `Claim` quotes one sentence of the paper (or one figure's statement), says its rule in one sentence
-and judges every seed's runs with a pure rule function (`rule_*`, tested on synthetic inputs both ways).
-A verdict errs toward *does not hold*: a claim holds only when it holds in every seed; one seed against it
-is enough for *does not hold*; *not testable* says why (a run missing, too few tasks grokked to test an
-order, no recording). Where the paper's text and its original code (syrkis/miiii) define a number
-differently, both are computed (Table 3's active frequencies, the singular-value marks): see docs/.
+Each `Claim` quotes the paper (verbatim, or marked as a paraphrase where the copy read holds no sentence), names its
+location, and judges every seed with one pure rule function (`rule_*`). The printed rule *is* that function's
+docstring (`rule_text`), so the rule a reader sees is the rule applied. A verdict errs toward *does not hold*:
 
-`claims(runs)` takes runs keyed by role (nanda, miiii, masked, basis, nogrokfast, nodropout; any may be
-missing), each a list of `Run`s in seed order (or one `Run`); the first of a role is its recorded run.
+- it holds only when it holds in every seed; one seed against it makes it *does not hold*;
+- a claim with a control (λ = 0 against λ > 0, ...) applies the same rule to the control run: where the control passes
+  too, the rule cannot tell the effect from its absence and the seed is *not testable at this scale*;
+- a pooled claim (Table 3's spike) is judged once over all seeds against their spread;
+- where the text, the original code or a figure define a number differently, each definition is its own row, named.
+
+`claims(measures)` takes {role: [measures dict per seed, the recorded run first]} for the roles nanda, miiii,
+masked, basis, nogrokfast, nodropout (any may be missing).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from miiii import analysis as A
-from miiii.measures import (
-    active_counts,
-    attention_to_digits,
-    by_q,
-    embed_gini,
-    final_acc,
-    freq_count,
-    grok_table,
-    recorded_neurons,
-    svd_marks,
-    task_q,
-)
-from miiii.run import Run
 
 SMALL = (2, 3, 5, 7)
 MASKED_FIRST = (11, 13, 17, 19)
 PAPER_STEPS = 65_536  # the paper's time axis (epochs = full-batch steps)
 MIN_ORDER_TASKS = 8  # fewer grokked tasks than this cannot test "no particular order"
+MIN_SHARED_TASKS = 3  # fewer tasks grokked in both runs than this cannot compare their grok steps
 ALPHA = 0.05  # the permutation test's level
+BAND = 0.2  # a reported correlation is reproduced within +-0.2
+NOT_NOTABLE = 0.1  # "not notably delayed": a median delay of at most 10 % of the run
 VERDICTS = ("holds", "does not hold", "not testable")
 
 
-class Outcome(NamedTuple):
-    """One seed's judgement: what was measured, its numbers (averaged over seeds), and the verdict."""
+class Reading(NamedTuple):
+    """One seed's reading for a claim: what was measured (text), its numbers (averaged over seeds) and the rule's
+    arguments (None: not testable in this seed, `why`)."""
 
     measured: str
     numbers: dict
-    holds: bool | None  # None: not testable in this seed
-    why: str = ""  # why not testable
+    args: tuple | None
+    why: str = ""
 
 
 @dataclass(frozen=True)
 class Claim:
     key: str
-    text: str  # the paper's sentence (or the figure's statement), quoted
-    source: str
+    text: str  # the paper's words (verbatim unless `paraphrase`)
+    source: str  # where: section, figure or table of the paper, or the original code's file
     paper: str  # the paper's number, as printed
-    rule: str  # the verdict rule in one sentence
+    rule: Callable  # pure; its docstring's first paragraph is the printed rule
     roles: tuple[str, ...]
-    judge: Callable[[dict[str, Run]], Outcome]
-    recorded: bool = False  # reads the recording: judged on each role's first (recorded) run only
-    numbers_note: str = field(default="")
+    read: Callable  # {role: measures} -> Reading (pooled: [{role: measures}, ...] -> Reading)
+    control: Callable | None = None  # {role: measures} -> the rule's arguments on the control run
+    control_roles: tuple[str, ...] = ()
+    control_name: str = ""
+    pooled: bool = False
+    definition: str = ""  # the named definition a row uses, where the paper's numbers have several
+    paraphrase: bool = False  # the copy of the paper read has no sentence: the project's summary, marked as such
 
 
-# ---------------------------------------------------------------- rules (pure; tests feed them synthetic tables)
+def rule_text(claim: Claim) -> str:
+    """The printed rule: the named definition, the rule function's docstring and the control, in one sentence."""
+    doc = " ".join(inspect.getdoc(claim.rule).split("\n\n")[0].split())
+    text = (f"{claim.definition}: " if claim.definition else "") + doc
+    if claim.control:
+        text += (f" Control: the same rule on {claim.control_name}; where it passes too, the seed is not testable at "
+                 "this scale.")
+    return text
 
 
-def rule_in_succession(grok: dict, qs=SMALL) -> bool:
-    """Every task of `qs` groks, at strictly increasing steps in the order given."""
-    steps = [grok.get(q) for q in qs]
+# ---------------------------------------------------------------- rules (pure; tests feed them synthetic inputs)
+
+
+def rule_in_succession(grok: dict) -> bool:
+    """holds if q = 2, 3, 5, 7 all grok (validation accuracy ≥ 0.99) at strictly increasing steps."""
+    steps = [grok.get(q) for q in SMALL]
     return None not in steps and all(a < b for a, b in zip(steps, steps[1:], strict=False))
 
 
-def rule_remaining_later_around(grok: dict, small=SMALL, target: float = 40_000) -> bool:
-    """Every remaining task groks, each after the last of `small`, with the median within a factor 2 of target."""
-    rest = [s for q, s in grok.items() if q not in small]
-    first = [grok.get(q) for q in small if q in grok]
+def rule_remaining_later_around(grok: dict, target: float) -> bool:
+    """holds if every other task groks, each after the last of q = 2, 3, 5, 7, with the median grok step within a
+    factor 2 of 40,000 × (run steps / 65,536)."""
+    rest = [s for q, s in grok.items() if q not in SMALL]
+    first = [grok.get(q) for q in SMALL if q in grok]
     if not rest or None in rest or None in first:
         return False
     return min(rest) > max(first, default=-1) and target / 2 <= float(np.median(rest)) <= 2 * target
 
 
-def rule_no_particular_order(grok: dict, small=SMALL) -> tuple[bool | None, float, float, int]:
-    """(holds, rho, p, n): the remaining tasks' grok steps show no monotone order in q, i.e. the two-sided
-    permutation test of Spearman's rho(q, grok step) gives p >= ALPHA; None when fewer than MIN_ORDER_TASKS grok."""
-    done = {q: s for q, s in grok.items() if q not in small and s is not None}
+def rule_no_particular_order(grok: dict) -> tuple[bool | None, float, float, int]:
+    """holds if a two-sided permutation test (10,000 permutations) of Spearman ρ(q, grok step) over the tasks other
+    than q = 2, 3, 5, 7 that grok gives p ≥ 0.05; not testable when fewer than 8 of them grok."""
+    done = {q: s for q, s in grok.items() if q not in SMALL and s is not None}
     if len(done) < MIN_ORDER_TASKS:
         return None, float("nan"), float("nan"), len(done)
     q, s = list(done), list(done.values())
@@ -94,267 +105,396 @@ def rule_no_particular_order(grok: dict, small=SMALL) -> tuple[bool | None, floa
 
 
 def rule_did_not_converge(grok: dict) -> bool:
-    """At most half of the tasks grok (most stay ungrokked in the budget)."""
+    """holds if at most half of the tasks grok."""
     return sum(s is not None for s in grok.values()) <= len(grok) / 2
 
 
-def rule_grokfast_faster(with_gf: dict, without: dict) -> tuple[bool, float | None]:
-    """(holds, median speed-up in steps): at least as many tasks grok with grokfast, and over the tasks that grok
-    in both runs the median of (step without - step with) is positive."""
+def rule_grokfast_faster(with_gf: dict, without: dict) -> bool | None:
+    """holds if at least as many tasks grok with λ > 0 as with λ = 0 and the median grok step of the tasks that grok
+    in both runs is earlier with λ > 0; not testable when fewer than 3 tasks grok in both."""
     both = [q for q in with_gf if with_gf[q] is not None and without.get(q) is not None]
-    n_with, n_without = sum(s is not None for s in with_gf.values()), sum(s is not None for s in without.values())
-    gain = float(np.median([without[q] - with_gf[q] for q in both])) if both else None
-    return bool(n_with >= n_without and (gain is not None and gain > 0 or n_with > n_without)), gain
+    if len(both) < MIN_SHARED_TASKS:
+        return None
+    n_with, n_without = (sum(s is not None for s in t.values()) for t in (with_gf, without))
+    return bool(n_with >= n_without and np.median([without[q] - with_gf[q] for q in both]) > 0)
 
 
-def rule_first_grok(grok: dict, expected=MASKED_FIRST) -> bool:
-    """The first len(expected) tasks to grok are exactly `expected` (a tie across the boundary fails)."""
+def rule_first_grok(grok: dict) -> bool:
+    """holds if the first four tasks to grok are exactly {11, 13, 17, 19} (a tie across the boundary fails)."""
     done = sorted((s, q) for q, s in grok.items() if s is not None)
-    k = len(expected)
+    k = len(MASKED_FIRST)
     if len(done) < k or (len(done) > k and done[k][0] == done[k - 1][0]):
         return False
-    return {q for _, q in done[:k]} == set(expected)
+    return {q for _, q in done[:k]} == set(MASKED_FIRST)
 
 
 def rule_all_grok(grok: dict) -> bool:
+    """holds if every task that is trained (q > 7: the masked four take no part in the loss) groks."""
     return len(grok) > 0 and all(s is not None for s in grok.values())
 
 
+def rule_not_delayed(masked: dict, plain: dict, steps: int) -> bool | None:
+    """holds if as many tasks q > 7 grok in the masked run as in the unmasked one and the median delay (masked grok
+    step − unmasked grok step) over the tasks that grok in both is at most 10 % of the run's steps; not testable when
+    fewer than 3 tasks grok in both."""
+    both = [q for q in masked if q not in SMALL and masked[q] is not None and plain.get(q) is not None]
+    if len(both) < MIN_SHARED_TASKS:
+        return None
+    n_m, n_p = (sum(s is not None for q, s in t.items() if q not in SMALL) for t in (masked, plain))
+    return bool(n_m >= n_p and np.median([masked[q] - plain[q] for q in both]) <= NOT_NOTABLE * steps)
+
+
+def rule_slower(nanda_step, miiii_steps: list, steps: int) -> bool | None:
+    """holds if the median grok step over miiii's tasks (a task that never groks counts as later than the run's last
+    step) is later than nanda's grok step; not testable when nanda does not grok."""
+    if nanda_step is None:
+        return None
+    return bool(np.median([steps + 1 if s is None else s for s in miiii_steps]) > nanda_step)
+
+
 def rule_perfect(acc) -> bool:
-    """Every task's final validation accuracy is exactly 1 (every validation sample right)."""
+    """holds if every task's final validation accuracy is exactly 1 (all tasks of the run's p)."""
     return bool(len(acc) and (np.asarray(acc) >= 1.0).all())
 
 
-def rule_overfits_all_but(train_acc: dict, valid_acc: dict, general=(2, 3)) -> bool:
-    """Tasks in `general` generalise (valid >= 0.99); every other task overfits (train >= 0.99, valid < 0.99)."""
+def rule_overfits_all_but(train_acc: dict, valid_acc: dict) -> bool:
+    """holds if q = 2, 3 reach validation ≥ 0.99 and every other task ends with training ≥ 0.99 and validation
+    < 0.99."""
     t = A.GROK_THRESHOLD
-    return all(valid_acc[q] >= t if q in general else train_acc[q] >= t and valid_acc[q] < t for q in valid_acc)
+    return all(valid_acc[q] >= t if q in (2, 3) else train_acc[q] >= t and valid_acc[q] < t for q in valid_acc)
 
 
-def rule_spike(counts) -> bool:
-    """A transient spike: the largest count at one of the middle fractions exceeds the first and the last."""
-    c = list(counts)
-    return len(c) >= 3 and max(c[1:-1]) > c[0] and max(c[1:-1]) > c[-1]
+def rule_spike(counts_by_seed) -> bool | None:
+    """holds if the mean count over seeds at one of the middle three fractions (1/64, 1/16, 1/4 of the run) exceeds
+    the mean at both the first (1/256) and the last fraction by more than the seed spread (the largest range,
+    max − min over seeds, at any fraction); not testable with fewer than 2 seeds."""
+    c = np.asarray(counts_by_seed, dtype=float)  # (seeds, 5)
+    if c.ndim != 2 or len(c) < 2 or c.shape[1] < 3:
+        return None
+    mean, spread = c.mean(0), (c.max(0) - c.min(0)).max()
+    peak = mean[1:-1].max()
+    return bool(peak - mean[0] > spread and peak - mean[-1] > spread)
+
+
+def rule_more(nanda: int, miiii: int) -> bool:
+    """holds if miiii's W_E has more active frequencies than nanda's."""
+    return miiii > nanda
 
 
 def rule_more_diffuse(nanda: tuple, miiii: tuple) -> bool:
-    """miiii needs more singular values than nanda for every threshold."""
+    """holds if miiii needs more singular values of W_E than nanda to reach both 50 % and 90 % of Σσ."""
     return all(m > n for n, m in zip(nanda, miiii, strict=True))
 
 
-def rule_one_digit_per_head(to_x0, to_x1, share: float = 0.9) -> bool:
-    """Every head puts at least `share` of its attention from the output position on one of the two digits."""
-    return bool(np.all(np.maximum(to_x0, to_x1) >= share))
+def rule_band(r: float, paper: float) -> bool:
+    """holds if the Pearson correlation r(W_pos[0], W_pos[1]) lies within ± 0.2 of the paper's value (a magnitude,
+    not a sign)."""
+    return bool(abs(r - paper) <= BAND)
 
 
-# ---------------------------------------------------------------- the claims
+def rule_order_matters(nanda_r: float, miiii_rs: list) -> bool:
+    """holds if nanda's positional correlation is at least 0.9 (its commutative task: one embedding for both
+    positions) while every run of the non-commutative miiii task (λ > 0, without dropout, masked) has a negative
+    one."""
+    return bool(nanda_r >= 0.9 and len(miiii_rs) > 0 and all(r < 0 for r in miiii_rs))
+
+
+def rule_one_digit_per_head(to_x0, to_x1) -> bool:
+    """holds if every miiii head puts ≥ 0.9 of its attention from the output position on x0 or on x1."""
+    return bool(np.all(np.maximum(to_x0, to_x1) >= 0.9))
+
+
+def rule_basis(acc: float, chance: float, gini_basis: float, gini_miiii: float | None) -> bool:
+    """holds if the shuffled-label run's mean validation accuracy stays within 0.05 of chance and its W_E Fourier
+    spectrum is flatter (a lower Gini of the frequency norms) than miiii's."""
+    return bool(acc < chance + 0.05 and (gini_miiii is None or gini_basis < gini_miiii))
+
+
+# ---------------------------------------------------------------- what a claim reads of the measures
 
 
 def fmt(v) -> str:
     return "–" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def _steps(grok: dict, qs) -> str:
-    return ", ".join(f"{q}@{fmt(grok.get(q))}" for q in qs if q in grok)
+def task_q(name: str) -> int:
+    return int(str(name).split("=")[1])
 
 
-def _positional(role: str, test) -> Callable:
-    def judge(r):
-        v = A.pearson(*r[role].params["W_pos"][:2])
-        return Outcome(f"r = {v:.2f}", {"r": v}, bool(test(v)))
-    return judge
+def grok(m: dict) -> dict:
+    """{q: grok step or None} of a miiii run's measures."""
+    return {task_q(n): s for n, s in zip(m["task_names"], m["grok_step"], strict=True)}
+
+
+def by_q(m: dict, split: str = "valid") -> dict:
+    return {task_q(n): a for n, a in zip(m["task_names"], m["final_acc"][split], strict=True)}
+
+
+def n_grok(g: dict) -> int:
+    return sum(s is not None for s in g.values())
+
+
+def _steps(g: dict, qs) -> str:
+    return ", ".join(f"{q}@{fmt(g.get(q))}" for q in qs if q in g)
+
+
+def _pos(role: str, paper: float):
+    def read(r):
+        v = r[role]["pos_r"]
+        return Reading(f"r = {v:.2f}", {"r": v}, (v, paper))
+    return read
+
+
+def _order_matters(r):
+    others = [role for role in ("miiii", "nodropout", "masked") if role in r]
+    rs = [r[role]["pos_r"] for role in others]
+    text = f"nanda {r['nanda']['pos_r']:.2f}; " + ", ".join(f"{k} {v:.2f}" for k, v in zip(others, rs, strict=True))
+    if "basis" in r:
+        text += f" (basis, shuffled labels: {r['basis']['pos_r']:.2f}, not in the rule)"
+    return Reading(text, {f"r {k}": v for k, v in zip(others, rs, strict=True)}, (r["nanda"]["pos_r"], rs))
 
 
 def _perfect(r):
-    acc = final_acc(r["miiii"])
+    acc = np.asarray(r["miiii"]["final_acc"]["valid"])
     n1, n99 = int((acc >= 1.0).sum()), int((acc >= A.GROK_THRESHOLD).sum())
-    return Outcome(f"{n1}/{len(acc)} tasks at 1.0, {n99}/{len(acc)} ≥ 0.99, lowest {acc.min():.3f}",
-                   {"tasks at 1.0": n1, "lowest accuracy": float(acc.min())}, rule_perfect(acc))
+    return Reading(f"{n1}/{len(acc)} tasks at 1.0, {n99}/{len(acc)} ≥ 0.99, lowest {acc.min():.3f}",
+                   {"tasks at 1.0": n1, "lowest accuracy": float(acc.min())}, (acc,))
 
 
 def _succession(r):
-    g = grok_table(r["miiii"])
-    return Outcome(_steps(g, SMALL), {f"q={q} step": g.get(q) for q in SMALL}, rule_in_succession(g))
+    g = grok(r["miiii"])
+    return Reading(_steps(g, SMALL), {f"q={q} step": g.get(q) for q in SMALL}, (g,))
 
 
 def _around(r):
-    run = r["miiii"]
-    g, target = grok_table(run), 40_000 * run.config.train.steps / PAPER_STEPS
+    m = r["miiii"]
+    g, target = grok(m), 40_000 * m["run"]["steps"] / PAPER_STEPS
     rest = [s for q, s in g.items() if q not in SMALL]
     done = [s for s in rest if s is not None]
     text = f"{len(done)}/{len(rest)} grok" + (f", steps {min(done)}–{max(done)}, median {np.median(done):.0f}"
                                              if done else "") + f" (target {target:.0f}); last small q at " + \
         fmt(max((g[q] for q in SMALL if g.get(q) is not None), default=None))
     nums = {"remaining grokked": len(done), "median step": float(np.median(done)) if done else None}
-    return Outcome(text, nums, rule_remaining_later_around(g, target=target))
+    return Reading(text, nums, (g, target))
 
 
 def _order(r):
-    g = grok_table(r["miiii"])
+    g = grok(r["miiii"])
     holds, rho, p, n = rule_no_particular_order(g)
     if holds is None:
-        return Outcome(f"{n} of the remaining tasks grok", {"grokked": n}, None,
+        return Reading(f"{n} of the remaining tasks grok", {"grokked": n}, None,
                        f"fewer than {MIN_ORDER_TASKS} of the remaining tasks grok: no order to test")
-    return Outcome(f"ρ(q, grok step) = {rho:.2f}, permutation p = {p:.4f} over {n} tasks",
-                   {"ρ": rho, "p": p}, holds)
+    return Reading(f"ρ(q, grok step) = {rho:.2f}, permutation p = {p:.4f} over {n} tasks", {"ρ": rho, "p": p}, (g,))
 
 
 def _nogf(r):
-    g = grok_table(r["nogrokfast"])
-    n = sum(s is not None for s in g.values())
-    return Outcome(f"λ = 0: {n}/{len(g)} grok (last at {fmt(max((s for s in g.values() if s), default=None))})",
-                   {"grokked with λ = 0": n}, rule_did_not_converge(g))
+    g, c = grok(r["nogrokfast"]), grok(r["miiii"])
+    return Reading(f"λ = 0: {n_grok(g)}/{len(g)} grok; control λ = {r['miiii']['run']['lamb']:g}: {n_grok(c)}/"
+                   f"{len(c)}", {"grokked with λ = 0": n_grok(g), "grokked with λ > 0": n_grok(c)}, (g,))
 
 
 def _faster(r):
-    with_gf, without = grok_table(r["miiii"]), grok_table(r["nogrokfast"])
-    holds, gain = rule_grokfast_faster(with_gf, without)
-    n1, n0 = (sum(s is not None for s in t.values()) for t in (with_gf, without))
-    return Outcome(f"grokked: λ = {r['miiii'].config.optim.lamb:g} {n1}, λ = 0 {n0}; median steps saved "
-                   f"{fmt(gain)}", {"median steps saved": gain}, holds)
+    with_gf, without = grok(r["miiii"]), grok(r["nogrokfast"])
+    both = [q for q in with_gf if with_gf[q] is not None and without.get(q) is not None]
+    gain = float(np.median([without[q] - with_gf[q] for q in both])) if both else None
+    text = (f"grokked: λ = {r['miiii']['run']['lamb']:g} {n_grok(with_gf)}, λ = 0 {n_grok(without)}; in both "
+            f"{len(both)}, median steps saved {fmt(gain)}")
+    why = f"fewer than {MIN_SHARED_TASKS} tasks grok in both runs" if len(both) < MIN_SHARED_TASKS else ""
+    return Reading(text, {"median steps saved": gain}, (with_gf, without), why)
 
 
 def _diffuse(r):
-    n, m = svd_marks(r["nanda"]), svd_marks(r["miiii"])
+    n, m = r["nanda"]["svd"], r["miiii"]["svd"]
     show = lambda d, k: f"{d[k + '_50']} / {d[k + '_90']}"  # noqa: E731
     text = (f"ticks (original, Σσ): nanda {show(n, 'tick_s')}, miiii {show(m, 'tick_s')}; counts Σσ: nanda "
             f"{show(n, 'count_s')}, miiii {show(m, 'count_s')}; counts Σσ²: nanda {show(n, 'count_s2')}, miiii "
             f"{show(m, 'count_s2')}")
     nums = {f"{role} {k}": d[k] for role, d in (("nanda", n), ("miiii", m)) for k in ("tick_s_50", "tick_s_90")}
-    return Outcome(text, nums, rule_more_diffuse((n["count_s_50"], n["count_s_90"]),
-                                                 (m["count_s_50"], m["count_s_90"])))
+    return Reading(text, nums, ((n["count_s_50"], n["count_s_90"]), (m["count_s_50"], m["count_s_90"])))
 
 
-def _fft(r):
-    nf, mf = freq_count(r["nanda"]), freq_count(r["miiii"])
-    return Outcome(f"frequencies holding 90 % of the energy: nanda {nf}, miiii {mf} (of "
-                   f"{r['nanda'].config.task.p // 2}, {r['miiii'].config.task.p // 2}); Gini nanda "
-                   f"{embed_gini(r['nanda']):.2f}, miiii {embed_gini(r['miiii']):.2f}",
-                   {"nanda": nf, "miiii": mf}, mf > nf)
+def _fft(key: str):
+    def read(r):
+        n, m = r["nanda"]["fft"], r["miiii"]["fft"]
+        other = "energy_90" if key == "above_mean_2std" else "above_mean_2std"
+        text = (f"nanda {n[key]}, miiii {m[key]} of {len(n['norms'])}, {len(m['norms'])} (the other definition: "
+                f"nanda {n[other]}, miiii {m[other]}); Gini nanda {n['gini']:.2f}, miiii {m['gini']:.2f}")
+        return Reading(text, {"nanda": n[key], "miiii": m[key]}, (n[key], m[key]))
+    return read
 
 
 def _attention(r):
-    a0, a1 = attention_to_digits(r["miiii"])
+    a0, a1 = (np.asarray(r["miiii"]["attention"][k]) for k in ("to_x0", "to_x1"))
     text = "to x0 / x1 per head: " + ", ".join(f"{u:.2f}/{v:.2f}" for u, v in zip(a0, a1, strict=True))
-    return Outcome(text, {"least one-digit share": float(np.maximum(a0, a1).min())}, rule_one_digit_per_head(a0, a1))
+    return Reading(text, {"least one-digit share": float(np.maximum(a0, a1).min())}, (a0, a1))
 
 
 def _basis(r):
-    run = r["basis"]
-    acc = final_acc(run)
-    chance = float(np.mean([1 / task_q(n) for n in run.metrics["task_names"]]))
-    gb, gm = embed_gini(run), (embed_gini(r["miiii"]) if "miiii" in r else None)
-    holds = bool(acc.mean() < chance + 0.05 and (gm is None or gb < gm))
-    return Outcome(f"mean valid accuracy {acc.mean():.3f} (chance {chance:.3f}); Gini of W_E's Fourier norms {gb:.2f}"
-                   + (f" (miiii {gm:.2f})" if gm is not None else ""), {"accuracy": float(acc.mean())}, holds)
+    m = r["basis"]
+    acc = float(np.mean(m["final_acc"]["valid"]))
+    chance = float(np.mean([1 / task_q(n) for n in m["task_names"]]))
+    gb, gm = m["fft"]["gini"], (r["miiii"]["fft"]["gini"] if "miiii" in r else None)
+    return Reading(f"mean valid accuracy {acc:.3f} (chance {chance:.3f}); Gini of W_E's Fourier norms {gb:.2f}"
+                   + (f" (miiii {gm:.2f})" if gm is not None else ""), {"accuracy": acc}, (acc, chance, gb, gm))
 
 
 def _spike(definition: str) -> Callable:
-    def judge(r):
-        run = r["miiii"]
-        if recorded_neurons(run) is None:
-            return Outcome("no recording of the MLP neurons over the grid", {}, None, "the run has no recording")
-        steps, counts = active_counts(run)[definition]
-        return Outcome("n_ω = " + ", ".join(f"{c} (step {s})" for s, c in zip(steps, counts, strict=True)),
-                       {"peak": max(counts)}, rule_spike(counts))
-    return judge
+    def read(seeds):
+        rows = [s["miiii"].get("table3", {}).get(definition) for s in seeds]
+        rows = [x for x in rows if x is not None]
+        if not rows:
+            return Reading("no recording of the MLP neurons over the grid", {}, None, "no run has a recording")
+        c = np.asarray([x["counts"] for x in rows], dtype=float)
+        text = "n_ω mean ± std over seeds: " + ", ".join(f"{m:.1f} ± {s:.1f}" for m, s in zip(c.mean(0), c.std(0),
+                                                                                           strict=True))
+        why = "fewer than 2 recorded seeds: no seed spread" if len(rows) < 2 else ""
+        return Reading(text, {"peak": float(c.mean(0).max())}, ([x["counts"] for x in rows],), why)
+    return read
 
 
 def _masked_first(r):
-    g = grok_table(r["masked"])
+    g = grok(r["masked"])
     order = A.grok_order([f"{q}" for q in g], list(g.values()))
-    return Outcome("first to grok: " + (", ".join(order[:6]) or "none"), {}, rule_first_grok(g))
+    return Reading("first to grok: " + (", ".join(order[:6]) or "none"), {}, (g,))
 
 
 def _masked_all(r):
-    g = {q: s for q, s in grok_table(r["masked"]).items() if q not in SMALL}  # the masked four are not trained
-    n = sum(s is not None for s in g.values())
-    return Outcome(f"{n}/{len(g)} trained tasks grok", {"grokked": n}, rule_all_grok(g))
+    g = {q: s for q, s in grok(r["masked"]).items() if q not in SMALL}  # the masked four are not trained
+    return Reading(f"{n_grok(g)}/{len(g)} trained tasks grok", {"grokked": n_grok(g)}, (g,))
+
+
+def _not_delayed(r):
+    gm, gp = grok(r["masked"]), grok(r["miiii"])
+    both = [q for q in gm if q not in SMALL and gm[q] is not None and gp.get(q) is not None]
+    delay = float(np.median([gm[q] - gp[q] for q in both])) if both else None
+    n_m, n_p = (sum(s is not None for q, s in g.items() if q not in SMALL) for g in (gm, gp))
+    why = f"fewer than {MIN_SHARED_TASKS} tasks q > 7 grok in both runs" if len(both) < MIN_SHARED_TASKS else ""
+    return Reading(f"tasks q > 7 grokked: masked {n_m}, unmasked {n_p}; in both {len(both)}, median delay "
+                   f"{fmt(delay)} steps", {"median delay": delay}, (gm, gp, r["miiii"]["run"]["steps"]), why)
+
+
+def _slower(r):
+    n, m = r["nanda"], r["miiii"]
+    ns = n["grok_step"][0]
+    steps = max(n["run"]["steps"], m["run"]["steps"])
+    med = float(np.median([steps + 1 if s is None else s for s in m["grok_step"]]))
+    recipe = "the same model and recipe" if n["run"]["dropout"] == m["run"]["dropout"] else "different recipes"
+    return Reading(f"nanda groks at {fmt(ns)}; miiii's median task at {med:.0f} ({n_grok(grok(m))}/"
+                   f"{len(m['grok_step'])} grok; {recipe})", {"nanda step": ns, "miiii median": med},
+                   (ns, m["grok_step"], steps), "nanda does not grok" if ns is None else "")
 
 
 def _nodropout(r):
-    run = r["nodropout"]
-    tr, va = by_q(run, final_acc(run, "train")), by_q(run, final_acc(run))
+    m = r["nodropout"]
+    tr, va = by_q(m, "train"), by_q(m)
     over = [q for q in va if tr[q] >= A.GROK_THRESHOLD and va[q] < A.GROK_THRESHOLD]
     general = [q for q in va if va[q] >= A.GROK_THRESHOLD]
-    return Outcome(f"generalise: {', '.join(map(str, general)) or 'none'}; overfit: {len(over)}/{len(va)}",
-                   {"overfit": len(over), "generalise": len(general)}, rule_overfits_all_but(tr, va))
+    return Reading(f"generalise: {', '.join(map(str, general)) or 'none'}; overfit: {len(over)}/{len(va)}",
+                   {"overfit": len(over), "generalise": len(general)}, (tr, va))
 
 
-SPIKE = "Table 3: the number of active frequencies |ω| over training, a transient spike while the last tasks are " \
-        "learned"
+# ---------------------------------------------------------------- the claims
+
+SEC_HP = "§Results and analysis › Hyper-parameter optimization"
+SEC_PERF = "§Results and analysis › Model performance, Fig. 5"
+SEC_EMB = "§Results and analysis › Embeddings"
+TABLE3 = ("project: dominance, mean + 2 std per step", "original: neuron 0, mean + 1 std",
+          "original: neuron 0, mean + 2 std", "original: mean over neurons, mean + 1 std",
+          "original: mean over neurons, mean + 2 std")
+FFT = {"above_mean_2std": "figures' definition (Figs. 11–12: a frequency whose norm is above mean + 2 std of the "
+                          "non-constant frequencies)",
+       "energy_90": "energy definition (the fewest frequencies holding 90 % of W_E's Fourier energy)"}
 CLAIMS = (
-    Claim("pos-nanda", "For T_nanda […] the positional embeddings are virtually identical, with a Pearson correlation "
-          "of 0.95", "§Embeddings, Fig. 7", "r = 0.95", "holds if r(W_pos[0], W_pos[1]) ≥ 0.9 (virtually identical)",
-          ("nanda",), _positional("nanda", lambda r: r >= 0.9)),
+    Claim("pos-nanda", "For T_nanda, which involves a commutative task, the positional embeddings are virtually "
+          "identical, with a Pearson correlation of 0.95", f"{SEC_EMB}, Fig. 7", "r = 0.95", rule_band, ("nanda",),
+          _pos("nanda", 0.95)),
     Claim("pos-miiii", "for T_miiii, the positional embeddings have a Pearson correlation of −0.64, indicating that "
-          "the embeddings for the two positions are different", "§Embeddings, Fig. 7", "r = −0.64",
-          "holds if r(W_pos[0], W_pos[1]) < 0", ("miiii",), _positional("miiii", lambda r: r < 0)),
-    Claim("perfect", "The model achieves a perfect accuracy of 1 on the validation set across all 29 tasks",
-          "§Model performance, Fig. 5", "29/29 at 1.0",
-          "holds if every task's final validation accuracy is exactly 1 (all tasks of the run's p)", ("miiii",),
-          _perfect),
-    Claim("succession", "tasks corresponding to modulo 2, 3, 5, and 7 generalized in succession",
-          "§Model performance", "2, 3, 5, 7", "holds if q = 2, 3, 5, 7 all grok (valid ≥ 0.99) at strictly "
-          "increasing steps", ("miiii",), _succession),
-    Claim("around-40k", "the remaining 25 tasks generalized around epoch 40,000", "§Model performance, Fig. 5",
-          "≈ 40,000 of 65,536", "holds if every other task groks, each after the last of q = 2, 3, 5, 7, with the "
-          "median grok step within a factor 2 of 40,000 × (run steps / 65,536)", ("miiii",), _around),
-    Claim("no-order", "[the remaining 25 tasks generalized] in no particular order", "§Model performance, Fig. 5",
-          "no order", f"holds if a two-sided permutation test (10,000 permutations) of Spearman ρ(q, grok step) over "
-          f"the remaining grokked tasks gives p ≥ {ALPHA}; not testable below {MIN_ORDER_TASKS} grokked tasks",
-          ("miiii",), _order),
-    Claim("lambda-0", "the model did not converge when λ = 0", "§Hyper-parameter optimization", "does not converge",
-          "holds if with λ = 0 (the same recipe and budget otherwise) at most half of the tasks grok",
-          ("nogrokfast",), _nogf),
-    Claim("grokfast-faster", "[grokfast confirms] the utility of the gradient amplification", "§Hyper-parameter "
-          "optimization (a separate reading of the same sentence)", "–", "holds if at least as many tasks grok with "
-          "λ > 0 as with λ = 0 and the median grok step of the tasks grokked in both is earlier with λ > 0",
-          ("miiii", "nogrokfast"), _faster),
+          "the embeddings for the two positions are different", f"{SEC_EMB}, Fig. 7", "r = −0.64", rule_band,
+          ("miiii",), _pos("miiii", -0.64)),
+    Claim("pos-cause", "This difference is expected due to the non-commutative nature of the task, where the order of "
+          "x0 and x1 matters", f"{SEC_EMB}, Fig. 7", "nanda +0.95, miiii −0.64", rule_order_matters,
+          ("nanda", "miiii", "nodropout"), _order_matters),
+    Claim("perfect", "The model achieves a perfect accuracy of 1 on the validation set across all 29 tasks", SEC_PERF,
+          "29/29 at 1.0", rule_perfect, ("miiii",), _perfect),
+    Claim("succession", "tasks corresponding to modulo 2, 3, 5, and 7 generalized in succession", SEC_PERF,
+          "2, 3, 5, 7", rule_in_succession, ("miiii",), _succession),
+    Claim("around-40k", "the remaining 25 tasks generalized around epoch 40000", SEC_PERF, "≈ 40,000 of 65,536",
+          rule_remaining_later_around, ("miiii",), _around),
+    Claim("no-order", "the remaining 25 tasks generalized around epoch 40000 in no particular order", SEC_PERF,
+          "no order", rule_no_particular_order, ("miiii",), _order),
+    Claim("harder-slower", "as T_miiii is harder than T_nanda the model can be expected to generalize slower when "
+          "trained on the former", "§Introduction", "slower", rule_slower, ("nanda", "miiii"), _slower),
+    Claim("lambda-0", "Notably, the model did not converge when λ = 0", SEC_HP, "does not converge",
+          rule_did_not_converge, ("nogrokfast",), _nogf, control=lambda r: (grok(r["miiii"]),),
+          control_roles=("miiii",), control_name="the λ > 0 run (the control must converge)"),
+    Claim("grokfast-faster", "confirming the utility of the gradient amplification method proposed by Lee et al. "
+          "(2024) in the context of T_miiii", SEC_HP, "–", rule_grokfast_faster, ("miiii", "nogrokfast"), _faster),
     Claim("svd", "The singular values for T_miiii are more diffuse, indicating that a larger number of components "
-          "are needed", "§Embeddings, Fig. 8", "ticks nanda 5 / 49, miiii 35 / 73 (original, Σσ)",
-          "holds if miiii needs more singular values of W_E than nanda to reach both 50 % and 90 % of Σσ (the "
-          "original's normalisation)", ("nanda", "miiii"), _diffuse),
-    Claim("fft", "Only a few frequencies are active for T_nanda […] For the T_miiii model, we observe a broader "
-          "spectrum of active frequencies", "§Embeddings, Figs. 11–12", "few vs broader",
-          "holds if more frequencies of W_E hold 90 % of its Fourier energy for miiii than for nanda",
-          ("nanda", "miiii"), _fft),
-    Claim("attention", "miiii's heads each attend to one digit", "Fig. 18", "one digit per head",
-          "holds if every miiii head puts ≥ 0.9 of its attention from the output position on x0 or on x1",
-          ("miiii",), _attention),
-    Claim("basis", "the periodicity is understood to be a structure inherent to the data picked up by the model",
-          "Fig. 13 (T_basis)", "no periodicity", "holds if the shuffled-label run stays within 0.05 of chance and "
-          "its W_E Fourier spectrum is flatter (lower Gini) than miiii's", ("basis",), _basis),
-    *(Claim(f"table3-{i}", SPIKE, "Table 3, Fig. 16", "0, 0, 10, 18, 10 at epochs 256 … 65,536",
-            f"{d}: holds if the count peaks at one of the middle three fractions (1/64, 1/16, 1/4 of the run) above "
-            "both the first (1/256) and the last", ("miiii",), _spike(d), recorded=True)
-      for i, d in enumerate(("project: dominance, mean + 2 std per step", "original: neuron 0, mean + 1 std",
-                             "original: neuron 0, mean + 2 std", "original: mean over neurons, mean + 1 std",
-                             "original: mean over neurons, mean + 2 std"))),
-    Claim("masked-first", "the tasks 11, 13, 17, 19 grok first", "Appendix (masked run)", "11, 13, 17, 19 first",
-          "holds if the first four tasks to grok are exactly {11, 13, 17, 19}", ("masked",), _masked_first),
-    Claim("masked-all", "[11, 13, 17, 19 first,] then all tasks", "Appendix (masked run)", "all tasks",
-          "holds if every task that is trained (q > 7) groks", ("masked",), _masked_all),
+          "are needed to capture the variance in the embeddings compared to T_nanda", f"{SEC_EMB}, Fig. 8",
+          "ticks nanda 5 / 49, miiii 35 / 73 (original, Σσ)", rule_more_diffuse, ("nanda", "miiii"), _diffuse,
+          definition="counts of Σσ (the original code's normalisation; its ticks are count − 2)"),
+    *(Claim(f"fft-{key}", "Only a few frequencies are active for T_nanda […] For the T_miiii model, we observe a "
+            "broader spectrum of active frequencies", f"{SEC_EMB}, Figs. 11–12", "few vs broader", rule_more,
+            ("nanda", "miiii"), _fft(key), definition=FFT[key]) for key in FFT),
+    Claim("basis", "Comparing with T_basis in figure Figure 13, the periodicity is understood to be a structure "
+          "inherent to the data picked up by the model", f"{SEC_EMB}, Fig. 13", "no periodicity", rule_basis,
+          ("basis",), _basis),
+    Claim("attention", "miiii's heads each attend to one digit", "Fig. 18 (the figure's reading; no sentence)",
+          "one digit per head", rule_one_digit_per_head, ("miiii",), _attention, paraphrase=True),
+    *(Claim(f"table3-{i}", "the number of active frequencies |ω| over training: a transient spike while the last "
+            "tasks are learned", "Table 3, Fig. 16", "0, 0, 10, 18, 10 at epochs 256 … 65,536", rule_spike,
+            ("miiii",), _spike(d), pooled=True, definition=d, paraphrase=True) for i, d in enumerate(TABLE3)),
+    Claim("masked-first", "in the masked run the tasks 11, 13, 17, 19 grok first", "Appendix (masked run)",
+          "11, 13, 17, 19 first", rule_first_grok, ("masked",), _masked_first, paraphrase=True),
+    Claim("masked-all", "[in the masked run, 11, 13, 17, 19 first,] then all tasks", "Appendix (masked run)",
+          "all tasks", rule_all_grok, ("masked",), _masked_all, paraphrase=True),
+    Claim("masked-not-delayed", "[in the masked run] the rest are not notably delayed", "Appendix (masked run)",
+          "not notably delayed", rule_not_delayed, ("masked", "miiii"), _not_delayed, paraphrase=True),
     Claim("no-dropout", "with dropout off the model overfits every task but q ∈ {2, 3}", "Appendix (no dropout)",
-          "overfits all but 2, 3", "holds if q = 2, 3 reach validation ≥ 0.99 and every other task ends with "
-          "training ≥ 0.99 and validation < 0.99", ("nodropout",), _nodropout),
+          "overfits all but 2, 3", rule_overfits_all_but, ("nodropout",), _nodropout, paraphrase=True),
 )
 
 
 # ---------------------------------------------------------------- judging over seeds
 
 
-def as_seeds(runs: dict) -> dict[str, list[Run]]:
-    return {k: (v if isinstance(v, list) else [v]) for k, v in runs.items()}
+def _holds(result) -> bool | None:
+    return result[0] if isinstance(result, tuple) else result
 
 
-def judge(claim: Claim, runs: dict[str, list[Run]]) -> dict | None:
+class Outcome(NamedTuple):
+    measured: str
+    numbers: dict
+    holds: bool | None
+    why: str = ""
+
+
+def judge_seed(claim: Claim, reading: Reading, seed: dict | None) -> Outcome:
+    """One seed (or the pooled seeds): the rule on the reading, then on the control where the claim has one."""
+    if reading.args is None:
+        return Outcome(reading.measured, reading.numbers, None, reading.why)
+    holds = _holds(claim.rule(*reading.args))
+    if holds is None:
+        return Outcome(reading.measured, reading.numbers, None, reading.why or "the rule cannot be applied")
+    if holds and claim.control is not None:
+        if seed is None or any(role not in seed for role in claim.control_roles):
+            return Outcome(reading.measured, reading.numbers, None, "the control run is missing")
+        if _holds(claim.rule(*claim.control(seed))):
+            return Outcome(reading.measured + "; the control passes the same rule", reading.numbers, None,
+                           f"not testable at this scale: the control ({claim.control_name}) passes the same rule")
+    return Outcome(reading.measured, reading.numbers, bool(holds))
+
+
+def judge(claim: Claim, runs: dict[str, list[dict]]) -> dict | None:
     """The claim over every seed that has all its runs; None when a role it needs is missing."""
     if any(role not in runs for role in claim.roles):
         return None
-    n = 1 if claim.recorded else min(len(runs[role]) for role in claim.roles)
-    seeds = [{role: rs[i] for role, rs in runs.items() if i < len(rs)} for i in range(n)]
-    outs = [claim.judge(s) for s in seeds]
+    n = min(len(runs[role]) for role in claim.roles)
+    seeds = [{role: ms[i] for role, ms in runs.items() if i < len(ms)} for i in range(n)]
+    if claim.pooled:
+        outs = [judge_seed(claim, claim.read(seeds), None)]
+    else:
+        outs = [judge_seed(claim, claim.read(s), s) for s in seeds]
     tested = [o for o in outs if o.holds is not None]
     k = sum(o.holds for o in tested)
     if any(o.holds is False for o in tested):
@@ -369,12 +509,11 @@ def judge(claim: Claim, runs: dict[str, list[Run]]) -> dict | None:
         vals = [o.numbers.get(name) for o in outs if o.numbers.get(name) is not None]
         if vals:
             numbers[name] = (float(np.mean(vals)), float(np.std(vals)), len(vals))
-    return dict(key=claim.key, claim=claim.text, source=claim.source, paper=claim.paper, rule=claim.rule,
-                measured=outs[0].measured, seeds=len(outs), tested=len(tested), holds_in=k, verdict=verdict,
-                why=why, numbers=numbers, per_seed=[o.measured for o in outs])
+    return dict(key=claim.key, claim=claim.text, paraphrase=claim.paraphrase, source=claim.source, paper=claim.paper,
+                rule=rule_text(claim), measured=outs[0].measured, seeds=n, pooled=claim.pooled, tested=len(tested),
+                holds_in=k, verdict=verdict, why=why, numbers=numbers, per_seed=[o.measured for o in outs])
 
 
-def claims(runs: dict) -> list[dict]:
+def claims(runs: dict[str, list[dict]]) -> list[dict]:
     """One row per claim whose runs are present (see `judge`)."""
-    runs = as_seeds(runs)
     return [row for c in CLAIMS if (row := judge(c, runs)) is not None]

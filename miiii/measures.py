@@ -11,6 +11,7 @@ import numpy as np
 
 from miiii import analysis as A
 from miiii.run import Run
+from miiii.tasks import GRID, task_spec
 
 NEURONS = "blocks.0.mlp.hook_post"
 FRACTIONS = (1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0)  # Table 3's epochs 256 ... 65,536 as fractions of the run
@@ -76,6 +77,7 @@ def _at_fractions(steps: np.ndarray, total: int) -> list[int]:
 
 
 _ACTIVE_COUNTS: dict[str, dict] = {}
+TABLE3_MIN_ROWS = 4  # recorded rows below which Table 3 is not read (the original code smooths over 3 steps)
 
 
 def active_counts(run: Run) -> dict[str, tuple[list[int], list[int]]]:
@@ -110,3 +112,60 @@ def _active_counts(run: Run) -> dict[str, tuple[list[int], list[int]]]:
             j = _at_fractions(log_steps, total)
             out[f"original: {which}, mean + {k} std"] = ([int(log_steps[i]) for i in j], [int(c[i]) for i in j])
     return out
+
+
+# ---------------------------------------------------------------- the export a bundle keeps (summaries/*.json)
+
+MEASURES_VERSION = 1
+
+
+def _jsonable(x):
+    """numpy scalars and arrays -> plain JSON values (floats rounded to 6 significant digits: the report prints
+    at most 4, and the committed file stays small and stable)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
+    if isinstance(x, (np.integer, bool, np.bool_)):
+        return x.item() if isinstance(x, np.generic) else x
+    if isinstance(x, (float, np.floating)):
+        return float(f"{float(x):.6g}")
+    return x
+
+
+def run_measures(run: Run) -> dict:
+    """Every number the paper's claims and results.md read from one run, as plain JSON: what a bundle commits so that
+    its results.md regenerates without the run directory (report.py). Task-agnostic parts (grok steps, accuracies)
+    come from the summary; the rest from the final parameters, the grid and, when recorded, the MLP neurons over
+    training (Table 3)."""
+    c, s = run.config, run.summary
+    if task_spec(c.task.name).family != GRID:
+        raise ValueError(f"run_measures reads grid tasks (the paper's); {run.path} is a {c.task.name} run")
+    p = c.task.p
+    norms = A.freq_norms(run.params["W_E"][:p])
+    out = {
+        "version": MEASURES_VERSION,
+        "run": {"seed": c.train.seed, "task": c.task.name, "variant": c.task.variant, "p": p,
+                "d_model": c.model.d_model, "steps": c.train.steps, "dropout": c.model.dropout,
+                "lamb": c.optim.lamb if c.optim.grokfast != "none" else 0.0, "init": c.model.init,
+                "ema_init": c.optim.ema_init, "digit_order": c.task.digit_order,
+                "precision": s.get("precision", c.train.precision), "wall_s": s.get("wall_s")},
+        "task_names": [str(n) for n in run.metrics["task_names"]],
+        "grok_step": [g for g in A.grok_steps(run.metrics["step"], run.metrics["valid_acc"])],
+        "final_acc": {"valid": final_acc(run).tolist(), "train": final_acc(run, "train").tolist()},
+        "pos_r": A.pearson(*run.params["W_pos"][:2]),
+        "svd": svd_marks(run),
+        "fft": {"norms": norms[1:], "energy_90": freq_count(run, 0.9),
+                "above_mean_2std": int(A.active_frequencies(norms).sum()), "gini": embed_gini(run)},
+    }
+    to_x0, to_x1 = attention_to_digits(run)
+    out["attention"] = {"to_x0": to_x0, "to_x1": to_x1}
+    if recorded_neurons(run) is not None and len(recorded_neurons(run)) >= TABLE3_MIN_ROWS:
+        out["table3"] = {name: {"steps": st, "counts": n} for name, (st, n) in active_counts(run).items()}
+    from miiii.interventions import frequency_ablation
+
+    ab = frequency_ablation(run)
+    out["freq_ablation"] = {"k": ab["k"], "base": ab["base"], "loss": ab["loss"], "tasks": ab["tasks"]}
+    grid = A.to_grid(run.cache((NEURONS,))[NEURONS][:, -1], p)
+    out["key_freqs"] = A.neuron_key_freqs(A.neuron_freq_fractions(grid))[1]
+    return _jsonable(out)

@@ -11,13 +11,15 @@ from _runhelp import load_module
 
 from miiii import analysis as A
 from miiii import plots
-from miiii.claims import VERDICTS, claims
+from miiii.claims import CLAIMS, VERDICTS, claims, rule_text
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
 from miiii.integrity import write_manifest
+from miiii.measures import run_measures
 from miiii.presets import get_preset
 from miiii.record import plan
-from miiii.report import results_markdown
+from miiii.report import load_summaries, regenerate, write_results
+from miiii.report import main as report_main
 from miiii.run import load_run
 from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
@@ -79,36 +81,47 @@ def test_figures_on_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert main(["figures", str(tmp_path)]) == 2  # a config but no metrics/params: not a finished run
 
 
-def test_results_markdown_is_generated_from_the_runs(runs, tmp_path):
-    loaded = {k: load_run(v) for k, v in runs.items()}
-    rows = claims(loaded)
-    text = results_markdown(loaded, "test", provenance={"commit": "0" * 40})
-    r_nanda = A.pearson(*loaded["nanda"].params["W_pos"][:2])
-    r_miiii = A.pearson(*loaded["miiii"].params["W_pos"][:2])
+def test_results_md_is_generated_from_the_committed_summaries_alone(runs, tmp_path):
+    """write_results: each run's measures into summaries/, then results.md from those files; regenerate gives the
+    same text with the run directories gone (what the bundle test relies on)."""
+    loaded = {k: [load_run(v)] for k, v in runs.items()}
+    bundle = tmp_path / "bundle"
+    path = write_results(loaded, bundle, title="test", provenance={"commit": "0" * 40})
+    text = path.read_text()
+    ms, _ = load_summaries(bundle)
+    assert ms["miiii"][0] == run_measures(loaded["miiii"][0])
+    rows = claims(ms)
+    r_nanda = A.pearson(*loaded["nanda"][0].params["W_pos"][:2])
+    r_miiii = A.pearson(*loaded["miiii"][0].params["W_pos"][:2])
     assert f"r = {r_nanda:.2f}" in text and f"r = {r_miiii:.2f}" in text
     assert {"claim", "paper", "rule", "measured", "verdict", "holds_in", "seeds"} <= set(rows[0])
-    assert all(r["verdict"] in VERDICTS and r["rule"].startswith(("holds if", "project", "original")) for r in rows)
+    assert all(r["verdict"] in VERDICTS and r["rule"] == rule_text(c) for r in rows for c in CLAIMS
+               if c.key == r["key"])
     keys = {r["key"] for r in rows}
-    assert {"pos-nanda", "succession", "no-order", "svd", "basis", "table3-0", "table3-1"} <= keys
-    assert "Table 3 by both definitions" in text and "| commit | 0000000000" in text
+    assert {"pos-nanda", "succession", "no-order", "svd", "basis", "fft-above_mean_2std", "fft-energy_90",
+            "harder-slower", "table3-0"} <= keys
+    assert "Table 3 by every definition" in text and "| commit | 0000000000" in text
     # the frequency ablation: one row per task of each grid run, its loss as frequency_ablation computes it
     from miiii.interventions import frequency_ablation
 
     section = text[text.index("## Which frequencies each task needs"):]
-    ab = frequency_ablation(loaded["miiii"])
+    ab = frequency_ablation(loaded["miiii"][0])
     for slot, name in enumerate(ab["tasks"]):
         assert f"| miiii | {name} | " in section and f"| {ab['base'][slot]:.3f} |" in section
     assert "the neurons' key frequencies" in section
-    assert text.count("\n| ") >= len(rows) + len(loaded)
     # a claim needing a run that is missing is left out, not invented
     assert not keys & {"lambda-0", "grokfast-faster", "masked-first", "no-dropout"}
+    assert regenerate(bundle) == text  # from summaries/ alone
+    assert report_main([str(bundle), "--check"]) == 0
+    path.write_text(text.replace("**holds**", "**does not hold**", 1) if "**holds**" in text else text + "x")
+    assert report_main([str(bundle), "--check"]) == 1  # a hand edit is caught
 
 
 def test_results_judge_every_seed_of_a_role(runs):
-    loaded = {k: load_run(v) for k, v in runs.items()}
-    two = {"nanda": [loaded["nanda"]] * 2, "miiii": [loaded["miiii"]] * 2, "nodropout": [loaded["miiii"]] * 2}
+    m = {k: run_measures(load_run(v)) for k, v in runs.items()}
+    two = {"nanda": [m["nanda"]] * 2, "miiii": [m["miiii"]] * 2, "nodropout": [m["miiii"]] * 2}
     rows = {r["key"]: r for r in claims(two)}
-    assert rows["pos-miiii"]["seeds"] == 2 and rows["table3-0"]["seeds"] == 1  # Table 3 reads the recorded run only
+    assert rows["pos-miiii"]["seeds"] == 2 and rows["table3-0"]["pooled"]  # Table 3: one verdict over the seeds
     row = rows["no-dropout"]  # any miiii run stands in for the appendix run
     assert row["verdict"] in VERDICTS and row["measured"].startswith("generalise")
 

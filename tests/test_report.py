@@ -1,6 +1,8 @@
 """Verdict rules of results.md on synthetic inputs, each in both directions, and the original code's definitions
 (Fig. 8's ticks, Table 3's count) checked against literal transcriptions of that code."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -43,12 +45,14 @@ def test_lambda_zero_does_not_converge_rule():
     assert R.rule_did_not_converge(stalled) is True
 
 
-def test_grokfast_faster_is_its_own_rule():
+def test_grokfast_faster_is_the_printed_rule():
     with_gf = full_scale_table()
     later = {q: s * 2 for q, s in with_gf.items()} | {109: None}
-    both = [s for q, s in with_gf.items() if q != 109]
-    assert R.rule_grokfast_faster(with_gf, later) == (True, float(np.median(both)))  # each saves its own step
-    assert R.rule_grokfast_faster(later, with_gf)[0] is False  # fewer grok and later: grokfast would be slower
+    assert R.rule_grokfast_faster(with_gf, later) is True  # more grok, each earlier
+    assert R.rule_grokfast_faster(later, with_gf) is False  # fewer grok and later: grokfast would be slower
+    more_but_later = {q: s * 2 for q, s in with_gf.items()} | {109: 50_000}
+    assert R.rule_grokfast_faster(more_but_later, with_gf | {109: None}) is False  # "or more tasks grok" is not it
+    assert R.rule_grokfast_faster({2: 1, 3: 2}, {2: 5, 3: 9}) is None  # fewer than 3 tasks grok in both
 
 
 def test_in_succession_and_remaining_later_around():
@@ -57,11 +61,11 @@ def test_in_succession_and_remaining_later_around():
     assert R.rule_in_succession(g | {5: 200}) is True
     assert R.rule_in_succession(g | {3: 78}) is False  # a tie is not a succession
     assert R.rule_in_succession(g | {7: None}) is False
-    assert R.rule_remaining_later_around(g) is True  # median ~28,000, all after 8,867
-    assert R.rule_remaining_later_around(g | {11: 5_000}) is False  # one before q = 5
-    assert R.rule_remaining_later_around(g | {11: None}) is False
-    assert R.rule_remaining_later_around(g, target=2_000) is False  # far from the target
-    assert R.rule_remaining_later_around({q: s // 16 for q, s in g.items()}, target=40_000 / 16) is True  # scaled
+    assert R.rule_remaining_later_around(g, 40_000) is True  # median ~28,000, all after 8,867
+    assert R.rule_remaining_later_around(g | {11: 5_000}, 40_000) is False  # one before q = 5
+    assert R.rule_remaining_later_around(g | {11: None}, 40_000) is False
+    assert R.rule_remaining_later_around(g, 2_000) is False  # far from the target
+    assert R.rule_remaining_later_around({q: s // 16 for q, s in g.items()}, 40_000 / 16) is True  # scaled
 
 
 def test_masked_rules():
@@ -81,19 +85,47 @@ def test_overfits_all_but_two_and_three():
     assert R.rule_overfits_all_but(train, valid | {3: 0.5}) is False
 
 
-def test_spike_perfect_diffuse_and_attention_rules():
-    assert R.rule_spike([0, 0, 10, 18, 10]) is True  # the paper's Table 3
-    assert R.rule_spike([2, 3, 2, 3, 4]) is False  # the full-scale run's project count
-    assert R.rule_spike([5, 5, 5, 5, 5]) is False
+def test_spike_must_rise_and_fall_by_more_than_the_seed_spread():
+    assert R.rule_spike([[0, 0, 10, 18, 10], [0, 1, 11, 17, 9], [1, 0, 9, 19, 11]]) is True  # the paper's Table 3
+    assert R.rule_spike([[3, 3, 3, 4, 3], [2, 3, 2, 3, 2], [3, 2, 3, 3, 3]]) is False  # any +1 is not a spike
+    assert R.rule_spike([[2, 3, 2, 3, 4], [2, 35, 33, 2, 2]]) is False  # one seed's spike within the spread
+    assert R.rule_spike([[0, 0, 10, 18, 10]]) is None  # one seed: no spread to beat
+    assert R.rule_spike([[5, 5, 5, 5, 5], [5, 5, 5, 5, 5]]) is False
+
+
+def test_perfect_diffuse_more_band_and_attention_rules():
     assert R.rule_perfect([1.0, 1.0]) is True and R.rule_perfect([1.0, 0.999]) is False
     assert R.rule_more_diffuse((7, 47), (42, 80)) is True and R.rule_more_diffuse((7, 47), (42, 47)) is False
+    assert R.rule_more(2, 19) is True and R.rule_more(2, 1) is False and R.rule_more(3, 3) is False
     assert R.rule_one_digit_per_head(np.array([1.0, 0.97, 0.0, 0.02]), np.array([0.0, 0.02, 1.0, 0.95])) is True
     assert R.rule_one_digit_per_head(np.array([0.5, 1.0]), np.array([0.5, 0.0])) is False
+    assert R.rule_band(-0.6, -0.64) is True and R.rule_band(-0.92, -0.64) is False  # a magnitude, not a sign
+    assert R.rule_band(-0.06, -0.64) is False and R.rule_band(0.9, 0.95) is True
+    assert R.rule_basis(0.2, 0.19, 0.1, 0.5) is True and R.rule_basis(0.5, 0.19, 0.1, 0.5) is False
+    assert R.rule_basis(0.2, 0.19, 0.6, 0.5) is False
 
 
-def _claim(outcomes):
-    it = iter(outcomes)
-    return R.Claim("k", "text", "src", "paper", "rule", ("miiii",), lambda runs: next(it))
+def test_positional_cause_needs_every_run_of_the_non_commutative_task():
+    assert R.rule_order_matters(0.95, [-0.64, -0.5, -0.3]) is True
+    assert R.rule_order_matters(0.95, [-0.06, 0.19]) is False  # without dropout the same task correlates positively
+    assert R.rule_order_matters(0.5, [-0.64]) is False  # nanda's positions differ too: order is not the cause
+    assert R.rule_order_matters(0.95, []) is False
+
+
+def test_masked_not_delayed_and_harder_slower():
+    plain = {q: 1000 + 10 * q for q in [11, 13, 17, 19, 23]}
+    assert R.rule_not_delayed(plain | {2: None}, plain, 5000) is True
+    assert R.rule_not_delayed({q: s + 1000 for q, s in plain.items()}, plain, 5000) is False  # 20 % later
+    assert R.rule_not_delayed(plain | {23: None}, plain, 5000) is False  # fewer grok
+    assert R.rule_not_delayed({11: 5, 13: 6}, {11: 5, 13: 6}, 5000) is None  # too few in both
+    assert R.rule_slower(300, [100, 200, 5000, None, None], 5000) is True  # median task after nanda
+    assert R.rule_slower(300, [100, 200, 250, 260, None], 5000) is False
+    assert R.rule_slower(None, [100], 5000) is None
+
+
+def _claim(readings, rule=R.rule_perfect, **kw):
+    it = iter(readings)
+    return R.Claim("k", "text", "src", "paper", rule, ("miiii",), lambda runs: next(it), **kw)
 
 
 @pytest.mark.parametrize("holds,verdict", [
@@ -104,12 +136,37 @@ def _claim(outcomes):
     ((None, False, True), "does not hold"),
 ])
 def test_a_claim_holds_only_in_every_seed(holds, verdict):
-    outs = [R.Outcome(f"seed {i}", {"x": float(i)}, h, "why" if h is None else "") for i, h in enumerate(holds)]
-    row = R.judge(_claim(outs), {"miiii": ["run0", "run1", "run2"]})
+    reads = [R.Reading(f"seed {i}", {"x": float(i)}, None if h is None else ([1.0] if h else [0.5],), "why")
+             for i, h in enumerate(holds)]
+    row = R.judge(_claim(reads), {"miiii": [{}, {}, {}]})
     assert row["verdict"] == verdict and row["seeds"] == 3
     assert row["holds_in"] == sum(h is True for h in holds) and row["tested"] == sum(h is not None for h in holds)
     assert row["numbers"]["x"] == (1.0, pytest.approx(np.std([0, 1, 2])), 3)
-    assert R.judge(_claim(outs), {"nanda": ["run0"]}) is None  # a role it needs is missing: no row
+    assert R.judge(_claim(reads), {"nanda": [{}]}) is None  # a role it needs is missing: no row
+
+
+def test_a_rule_the_control_passes_too_is_not_testable():
+    stalled = {q: (100 if q in (2, 3) else None) for q in PRIMES_113}
+    converged = {q: 100 for q in PRIMES_113}
+    for control, verdict in ((stalled, "not testable"), (converged, "holds")):
+        claim = R.Claim("k", "t", "s", "p", R.rule_did_not_converge, ("nogrokfast",),
+                        lambda r: R.Reading("m", {}, (stalled,)), control=lambda r, c=control: (c,),
+                        control_roles=("miiii",), control_name="the λ > 0 run")
+        row = R.judge(claim, {"miiii": [{}] * 3, "nogrokfast": [{}] * 3})
+        assert row["verdict"] == verdict, (control, row)
+        assert "Control: the same rule on the λ > 0 run" in row["rule"]
+    row = R.judge(claim, {"nogrokfast": [{}]})  # the control run is missing: never a pass by default
+    assert row["verdict"] == "not testable" and "control" in row["why"]
+
+
+def test_the_printed_rule_is_the_applied_rule_function():
+    for claim in R.CLAIMS:
+        doc = " ".join(inspect.getdoc(claim.rule).split("\n\n")[0].split())
+        assert doc.startswith("holds if"), claim.key
+        assert R.rule_text(claim).startswith(f"{claim.definition}: {doc}" if claim.definition else doc), claim.key
+    defs = {c.key: c.definition for c in R.CLAIMS}
+    assert len({defs[k] for k in defs if k.startswith("fft-")}) == 2  # both definitions of "active", named
+    assert len({defs[k] for k in defs if k.startswith("table3-")}) == 5
 
 
 def test_svd_tick_is_the_original_codes_index():

@@ -74,7 +74,8 @@ def grok_tables() -> list[tuple[str, list[int], list[int]]]:
     tasks that grokked (more pairs: up to 7)."""
     out = []
     for f in sorted(ROOT.glob("results/paper-cpu*/summaries/*.json")):
-        grok = json.loads(f.read_text()).get("grok_step") or {}
+        record = json.loads(f.read_text())
+        grok = record.get("summary", record).get("grok_step") or {}
         table = {int(k[2:]): s for k, s in grok.items() if k.startswith("q=")}
         if not table:
             continue
