@@ -68,7 +68,7 @@ train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
 headline: $(STAMP)  ## rewrite README.md's findings table from the committed bundles (results/); a test checks it
-	$(BIN)/python experiments/headline.py
+	$(BIN)/python -m experiments.headline
 
 figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
 	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
