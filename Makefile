@@ -77,10 +77,10 @@ figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN
 SEEDS ?= 1
 VARIANT ?= project
 paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results/paper[-original]/results.md
-	$(BIN)/python experiments/paper.py --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
+	$(BIN)/python -m experiments.paper --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 min on 2 cores; SEEDS=3: 70 min): results/paper-cpu[-original]/
-	$(BIN)/python experiments/paper.py --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
+	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 # PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.

@@ -198,7 +198,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
                    train=dict(steps=3000, chunk=250), ckpt=NO_LOG),
         "make train's default: (x0 + x1) mod 59, d 128, grokfast: memorises by step 100, groks by ~750 (~1 min)",
     ),
-    # `make paper-cpu` (experiments/paper.py --smoke): the paper's pipeline at CPU scale, chosen so the
+    # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the
     # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).
     "nanda-paper-cpu": (PAPER_CPU_NANDA, "make paper-cpu: (x0 + x1) mod 71, d 64, Nanda's recipe + grokfast, 3k steps"),
     "miiii-paper-cpu": (PAPER_CPU, "make paper-cpu: x0 + 71*x1 mod each prime < 71, paper recipe, d 64, 70 % train"),

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, load_module, tree_digest
 
+from experiments.paper import study as paper_study
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 
@@ -108,12 +109,12 @@ def rewrite_index(run: Path, edit) -> None:
     (run / "checksums.json").unlink(missing_ok=True)
 
 
-# ---------------------------------------------------------------- 6: experiments/paper.py
+# ---------------------------------------------------------------- 6: python -m experiments.paper
 
 
 @pytest.fixture()
 def paper(monkeypatch):
-    mod = load_module(ROOT / "experiments" / "paper.py")
+    mod = paper_study
     for name in ("train_run", "resume_run", "run_sweep"):
         monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("paper.py trained before refusing its input"))
     return mod
