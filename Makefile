@@ -59,10 +59,10 @@ export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a 
 	$(BIN)/python -m miiii export-adder $(RUN) $(OUT)
 
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
-	$(BIN)/python experiments/book.py $(ARGS)
+	$(BIN)/python -m experiments.book $(ARGS)
 
 book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results/book-smoke)
-	$(BIN)/python experiments/book.py --smoke $(ARGS)
+	$(BIN)/python -m experiments.book --smoke $(ARGS)
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done

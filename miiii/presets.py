@@ -148,13 +148,13 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     "addition": (_ADDITION, "the book: 3-digit addition, reversed sum, 17,760 params, 150 epochs of batch 512"),
     "reversal": (_REVERSAL, "the book: reverse 5 digits, same model and recipe, 80 epochs"),
     # The book gives no weight decay (`addition` takes PyTorch's AdamW default, 0.01). Swept over seeds x 0, 0.01,
-    # 0.1, 1 (experiments/book.py --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
+    # 0.1, 1 (python -m experiments.book --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
     # epochs (0.01: 5 of 8, 0 and 1: none), 6 of 8 after a plateau as the book's curve does.
     "addition-wd0.1": (set_fields(_ADDITION, optim=dict(weight_decay=0.1)),
                        "the book's addition at weight decay 0.1 (the book states none): 7 of 8 swept seeds grokked "
                        "within 150 epochs, the most of the settings tried"),
     # The book's loop draws its batches with PyTorch's DataLoader, which keeps the last 336 pairs as a 98th batch;
-    # `addition` drops them (97 full batches). experiments/book.py --gap asks whether that changes the outcome.
+    # `addition` drops them (97 full batches). python -m experiments.book --gap asks whether that changes the outcome.
     "addition-98": (set_fields(_ADDITION, train=dict(steps=150 * 98, eval_every=98, chunk=98, last_batch="keep")),
                     "the book's addition with the DataLoader's 98 batches an epoch (the last one of 336 pairs)"),
     # CPU-sized presets: seconds to a minute on 2 cores, and they still show the phenomenon.

@@ -1,12 +1,12 @@
 """The book's training loop in plain PyTorch, over seeds: the reference for "this project trains the book's model
-the book's way" (experiments/book.py --seeds compares its jump-epoch distribution with this one).
+the book's way" (python -m experiments.book --seeds compares its jump-epoch distribution with this one).
 
-    python experiments/torch_book.py --seeds 5 [--task addition|reversal] [--epochs 150] [--out DIR]
-    python experiments/torch_book.py --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
-    python experiments/torch_book.py --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
-    python experiments/torch_book.py --seeds 8 --weight-decay 0.1      # a setting the book does not state
-    python experiments/torch_book.py --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
-    python experiments/torch_book.py --export-start DIR --seeds 8      # starts for experiments/same_start.py
+    python -m experiments.book.torch_loop --seeds 5 [--task addition|reversal] [--epochs 150] [--out DIR]
+    python -m experiments.book.torch_loop --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
+    python -m experiments.book.torch_loop --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
+    python -m experiments.book.torch_loop --seeds 8 --weight-decay 0.1      # a setting the book does not state
+    python -m experiments.book.torch_loop --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
+    python -m experiments.book.torch_loop --export-start DIR --seeds 8      # starts for same_start.py
 
 Written from the book's description, not translated from miiii: `AdditionTransformer` (pre-LN, one causal head
 with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions: 17,760
@@ -20,8 +20,8 @@ the answer on the held-out set (the book's "Test accuracy"); at the end, autoreg
 
 PyTorch is an optional extra (`pip install -e .[bench]`); nothing in miiii imports it.
 Expected runtime on 2 CPU cores: about 4 minutes a seed for addition (150 epochs), 2 for reversal (80).
-The two variants exist to find where this loop and miiii's trainer part (book.py's gap table): `--drop-last` drops
-the 336-pair batch (miiii's 97 batches; the schedule counts 97 an epoch too), `--weight-decay` changes AdamW's.
+The two variants exist to find where this loop and miiii's trainer part (the book study's gap table): `--drop-last`
+drops the 336-pair batch (miiii's 97 batches; the schedule counts 97 an epoch too), `--weight-decay` changes AdamW's.
 Writes OUT/torch_book_TASK.json (OUT/torch_book_TASK_VARIANT.json for a variant, e.g. _wd=0.1_drop_last): per
 seed the curves, the jump epochs (>= 50 % and >= 99 %), the final loss, autoregressive accuracy and wall time.
 Prints 'done' last.
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 # PyTorch is an optional extra: without it, say how to install it (one line, exit status 2), not a traceback; --help
-# still shows what the script does. book.py --torch checks for it before it trains anything.
+# still shows what the module does. `python -m experiments.book --torch` checks for it before it trains anything.
 NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the CPU build `make bench` installs: "
                "pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu")
 try:
@@ -50,7 +50,7 @@ except ModuleNotFoundError as e:
     if {"-h", "--help"} & set(sys.argv[1:]):
         print(__doc__ + f"\nIt needs {NEEDS_TORCH}")
         sys.exit(0)
-    print(f"error: experiments/torch_book.py needs {NEEDS_TORCH}", file=sys.stderr)
+    print(f"error: python -m experiments.book.torch_loop needs {NEEDS_TORCH}", file=sys.stderr)
     sys.exit(2)
 
 from miiii import get_preset  # noqa: E402
@@ -221,7 +221,7 @@ def loader_orders(seed: int, n: int, epochs: int, batch: int = 512, max_seq_len:
 def export_start(out: Path, task, seed: int, epochs: int, n_steps: int, max_seq_len: int = 13) -> Path:
     """OUT/start_s{seed}.npz: this loop's start for `seed` (initial parameters as miiii's tree, flattened to
     'params/…' keys; every epoch's sample order) and its first `n_steps` step losses, with its own warm-up
-    (`step_loss`) and with optax's (`step_loss_warmup0`), for experiments/same_start.py."""
+    (`step_loss`) and with optax's (`step_loss_warmup0`), for same_start.py."""
     n = len(task.train.x)
     short = {f: train_seed(task, seed, epochs, max_seq_len=max_seq_len, warmup_first=f, stop_after=n_steps)
              for f in (1, 0)}
@@ -282,7 +282,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results") / "book")
     ap.add_argument("--export-start", type=Path, metavar="DIR",
                     help="train nothing: write each seed's start (initial parameters, every epoch's order) and its "
-                         "first --compare-steps step losses to DIR/start_sSEED.npz, for experiments/same_start.py")
+                         "first --compare-steps step losses to DIR/start_sSEED.npz, for python -m "
+                         "experiments.book.same_start")
     ap.add_argument("--compare-steps", type=int, default=600, help="with --export-start: step losses kept")
     args = ap.parse_args(argv)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1):
