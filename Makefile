@@ -86,9 +86,9 @@ paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 mi
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/torch_*.py); writes bench.json
+bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/bench/torch_*.py); writes bench.json
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
-	$(BIN)/python experiments/bench.py $(ARGS)
+	$(BIN)/python -m experiments.bench $(ARGS)
 
 # TransformerLens (the `tl` extra) beside the CPU torch above, then the export's round trip (tests/test_transformerlens.py)
 TL ?= transformer-lens>=3,<4

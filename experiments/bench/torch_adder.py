@@ -1,9 +1,9 @@
 """PyTorch timing reference for the book's adder (a tutorial book on building a transformer adder): its
-AdditionTransformer, 17,760 parameters, trained on 3-digit addition with minibatches of 512. What
-`experiments/bench.py` times miiii's `addition` preset against; plain PyTorch, written to be timed, not to
+AdditionTransformer, 17,760 parameters, trained on 3-digit addition with minibatches of 512. What the bench
+(`python -m experiments.bench`) times miiii's `addition` preset against; plain PyTorch, written to be timed, not to
 reproduce results. miiii never imports it (PyTorch is the optional `bench` extra: `pip install -e .[bench]`).
 
-    python experiments/torch_adder.py [STEPS] [--steps N] [--threads N] [--device cpu|cuda] [--compile]
+    python -m experiments.bench.torch_adder [STEPS] [--steps N] [--threads N] [--device cpu|cuda] [--compile]
 
 The model: token (vocabulary 14) and learned position (13 rows) embeddings of width 32, two pre-LN blocks
 [LayerNorm -> causal single-head attention, Q, K, V, O without bias -> residual] [LayerNorm -> FFN 32 -> 64 -> 32
