@@ -46,23 +46,24 @@ def test_the_loops_from_one_start_agree_step_by_step_with_the_same_warmup(tmp_pa
     have PyTorch's losses with optax's warm-up to 1e-4, and not with the book's (its first step at lr / 200)."""
     torch = pytest.importorskip("torch")
     from experiments.book import torch_loop as tb
+    from experiments.book import torch_model
 
     task = make_task(get_preset("addition").task)
     f = tb.export_start(tmp_path, task, 3, epochs=1, n_steps=30)
     start = same_start.read_start(f)
     torch.manual_seed(3)
-    model = tb.AdditionTransformer()
+    model = torch_model.AdditionTransformer()
     x = task.valid.x[:64]
     want = model(torch.as_tensor(x, dtype=torch.long)).detach().numpy()
     cfg = get_preset(same_start.PRESET)
     trainer = make_trainer(cfg, task)
     got = np.asarray(trainer.apply(jax.tree.map(np.asarray, start["params"]), x)[0])
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
-    back = tb.torch_state(start["params"])
+    back = torch_model.torch_state(start["params"])
     assert all(torch.equal(back[k], v) for k, v in model.state_dict().items())
     # the DataLoader over (x, y) pairs, as the committed runs were trained, yields the exported order
     torch.manual_seed(3)
-    tb.AdditionTransformer()
+    torch_model.AdditionTransformer()
     pairs = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.as_tensor(task.train.x)),
                                         batch_size=512, shuffle=True)
     first = next(iter(pairs))[0].numpy()

@@ -8,9 +8,9 @@ the book's way" (python -m experiments.book --seeds compares its jump-epoch dist
     python -m experiments.book.torch_loop --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
     python -m experiments.book.torch_loop --export-start DIR --seeds 8      # starts for same_start.py
 
-Written from the book's description, not translated from miiii: `AdditionTransformer` (pre-LN, one causal head
-with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions: 17,760
-parameters) with PyTorch's default initialisation, `torch.manual_seed(seed)`, a `DataLoader(shuffle=True,
+Written from the book's description, not translated from miiii: the book's model (torch_model.py: pre-LN, one
+causal head with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions:
+17,760 parameters) with PyTorch's default initialisation, `torch.manual_seed(seed)`, a `DataLoader(shuffle=True,
 batch_size=512)` over the 50,000 training pairs (98 batches an epoch, the last one of 336: miiii's trainer draws
 97 full batches), `torch.optim.AdamW(lr=0.01)` with its defaults (betas 0.9 / 0.999, eps 1e-8, weight decay
 0.01: the book states none of these), 200 warm-up steps then cosine decay to 0 (`LambdaLR`), gradient clipping at
@@ -44,6 +44,8 @@ NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the C
 try:
     import torch
     from torch import nn
+
+    from experiments.book.torch_model import AdditionTransformer, miiii_params, torch_state
 except ModuleNotFoundError as e:
     if e.name != "torch" or __name__ != "__main__":
         raise
@@ -59,36 +61,6 @@ from miiii.rundir import flatten_params  # noqa: E402
 from miiii.tasks import loss_floor, make_task  # noqa: E402
 
 JUMP_THRESHOLDS = (0.5, 0.99)
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, d_ff: int):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        self.ffn = nn.Sequential(nn.Linear(d, d_ff), nn.ReLU(), nn.Linear(d_ff, d))
-
-    def forward(self, x):  # x (b, t, d)
-        h = self.ln1(x)
-        t = x.shape[1]
-        scores = self.q(h) @ self.k(h).transpose(1, 2) / math.sqrt(x.shape[-1])  # (b, t, t)
-        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        x = x + self.o(torch.softmax(scores, -1) @ self.v(h))
-        return x + self.ffn(self.ln2(x))
-
-
-class AdditionTransformer(nn.Module):
-    def __init__(self, vocab: int = 14, d: int = 32, d_ff: int = 64, n_layers: int = 2, max_seq_len: int = 13):
-        super().__init__()
-        self.token_emb, self.pos_emb = nn.Embedding(vocab, d), nn.Embedding(max_seq_len, d)
-        self.blocks = nn.ModuleList(Block(d, d_ff) for _ in range(n_layers))
-        self.ln_f = nn.LayerNorm(d)
-
-    def forward(self, idx):  # idx (b, t) -> logits (b, t, vocab)
-        x = self.token_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.ln_f(x) @ self.token_emb.weight.T  # the head is tied to the token embedding
 
 
 def warmup_cosine(warmup: int, total: int, first: int = 1):
@@ -166,42 +138,6 @@ def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01,
                 jump_epoch=jump, final_epoch_loss=losses[-1], valid_teacher_forced_acc=accs[-1],
                 valid_autoregressive_acc=autoregressive(model, xv, yv, task.answer_start),
                 wall_s=round(time.perf_counter() - t0, 1))
-
-
-# nn.Linear's weight is (out, in), applied as x @ W.T; miiii's are (in, out), attention's with a head axis first
-_LINEAR = {"attn/W_Q": "q", "attn/W_K": "k", "attn/W_V": "v", "attn/W_O": "o", "mlp/W_in": "ffn.0",
-           "mlp/W_out": "ffn.2"}
-_VECTOR = {"mlp/b_in": "ffn.0.bias", "mlp/b_out": "ffn.2.bias", "ln1/scale": "ln1.weight", "ln1/bias": "ln1.bias",
-           "ln2/scale": "ln2.weight", "ln2/bias": "ln2.bias"}
-
-
-def miiii_params(model: AdditionTransformer) -> dict:
-    """The model's parameters as miiii's parameter tree (numpy float32), so that both loops start alike."""
-    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    tree = dict(W_E=sd["token_emb.weight"], W_pos=sd["pos_emb.weight"],
-                ln_final=dict(scale=sd["ln_f.weight"], bias=sd["ln_f.bias"]))
-    for i in range(len(model.blocks)):
-        block = tree[f"blocks_{i}"] = {"attn": {}, "mlp": {}, "ln1": {}, "ln2": {}}
-        for name, mod in _LINEAR.items():
-            w = sd[f"blocks.{i}.{mod}.weight"].T
-            block[name.split("/")[0]][name.split("/")[1]] = w[None] if name.startswith("attn") else w
-        for name, key in _VECTOR.items():
-            block[name.split("/")[0]][name.split("/")[1]] = sd[f"blocks.{i}.{key}"]
-    return tree
-
-
-def torch_state(tree: dict) -> dict:
-    """miiii's parameter tree -> this model's state_dict (the inverse of miiii_params)."""
-    sd = {"token_emb.weight": tree["W_E"], "pos_emb.weight": tree["W_pos"], "ln_f.weight": tree["ln_final"]["scale"],
-          "ln_f.bias": tree["ln_final"]["bias"]}
-    for i in range(sum(k.startswith("blocks_") for k in tree)):
-        block = tree[f"blocks_{i}"]
-        for name, mod in _LINEAR.items():
-            w = np.asarray(block[name.split("/")[0]][name.split("/")[1]])
-            sd[f"blocks.{i}.{mod}.weight"] = (w[0] if name.startswith("attn") else w).T
-        for name, key in _VECTOR.items():
-            sd[f"blocks.{i}.{key}"] = block[name.split("/")[0]][name.split("/")[1]]
-    return {k: torch.as_tensor(np.ascontiguousarray(v, np.float32)) for k, v in sd.items()}
 
 
 def initial_params(seed: int, max_seq_len: int = 13) -> dict:
