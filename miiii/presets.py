@@ -67,7 +67,7 @@ _REVERSAL = replace(
 
 
 # `make paper-cpu`: the paper's recipe (Table 2: dropout 0.1, wd 1/3, grokfast EMA, 4 heads) at p = 71, d 64,
-# lr 1e-3, lambda 2, 70 % train, 5k steps (~150 s a run on 2 cores with the paper.py recording). Measured (seed 0):
+# lr 1e-3, lambda 2, 70 % train, 5k steps (~150 s a run on 2 cores with the paper study's recording). Measured (seed 0):
 # q = 2, 3, 5, 7 grok in that order at steps 161, 385, 462, 1,112, q = 23 at 4,265; at step 5,000 q = 29, 31, 47,
 # 61, 67 are at 0.90-0.99 and still rising. The size matters more than the steps: at p = 37 (684 training
 # samples) only q = 2, 3 grok and 30k steps change nothing; at p = 61 and 79 q = 7 stays at chance (neither

@@ -119,7 +119,7 @@ def rewrite_index(run: Path, edit) -> None:
 def paper(monkeypatch):
     mod = paper_study
     for name in ("train_run", "resume_run", "run_sweep"):
-        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("paper.py trained before refusing its input"))
+        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("the paper study trained before refusing its input"))
     return mod
 
 
