@@ -59,16 +59,16 @@ export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a 
 	$(BIN)/python -m miiii export-adder $(RUN) $(OUT)
 
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
-	$(BIN)/python experiments/book.py $(ARGS)
+	$(BIN)/python -m experiments.book $(ARGS)
 
 book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results/book-smoke)
-	$(BIN)/python experiments/book.py --smoke $(ARGS)
+	$(BIN)/python -m experiments.book --smoke $(ARGS)
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
 headline: $(STAMP)  ## rewrite README.md's findings table from the committed bundles (results/); a test checks it
-	$(BIN)/python experiments/headline.py
+	$(BIN)/python -m experiments.headline
 
 figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]
 	@test -n "$(RUN)" || { echo 'error: give run directories: make figures RUN="runs/nanda runs/miiii"'; exit 2; }
@@ -77,18 +77,18 @@ figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN
 SEEDS ?= 1
 VARIANT ?= project
 paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results/paper[-original]/results.md
-	$(BIN)/python experiments/paper.py --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
+	$(BIN)/python -m experiments.paper --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 min on 2 cores; SEEDS=3: 70 min): results/paper-cpu[-original]/
-	$(BIN)/python experiments/paper.py --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
+	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 # PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/torch_*.py); writes bench.json
+bench: $(STAMP)  ## time miiii against its PyTorch references, eager and compiled (experiments/bench/torch_*.py); writes bench.json
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
-	$(BIN)/python experiments/bench.py $(ARGS)
+	$(BIN)/python -m experiments.bench $(ARGS)
 
 # TransformerLens (the `tl` extra) beside the CPU torch above, then the export's round trip (tests/test_transformerlens.py)
 TL ?= transformer-lens>=3,<4

@@ -30,7 +30,7 @@ class Evaluator:
     """A trained sequence model and its task, with the book's probes."""
 
     def __init__(self, run_dir: str | Path | Run):
-        """A run directory, or a Run built in memory (a loop driven by hand: experiments/same_start.py)."""
+        """A run directory, or a Run built in memory (a loop driven by hand: experiments/book/same_start.py)."""
         run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
         if not run.config.task.is_sequence or not run.params:
             raise ConfigError(f"{run.path} is not a finished addition or reversal run")

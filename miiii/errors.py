@@ -44,12 +44,25 @@ def did_you_mean(value, known) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def module_prog() -> str | None:
+    """`python -m NAME` when the program was started as `python -m NAME` (argparse names it so from Python 3.12; 3.11
+    says `__main__.py`), else None: argparse's own choice, the script's name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name.removesuffix(".__main__") if spec is not None else ""
+    return f"python -m {name}" if name and name != "__main__" else None
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """argparse for the study scripts (experiments/*.py), held to the CLI's standard: its own errors are one line,
-    `error: ...`, exit status 2."""
+    """argparse for the studies (`python -m experiments.NAME`), held to the CLI's standard: its own errors are one
+    line, `error: ...`, exit status 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("prog", module_prog())
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"error: {shown(message, 300)} (see `python {self.prog} --help`)\n")
+        prog = self.prog if self.prog.startswith("python ") else f"python {self.prog}"
+        self.exit(2, f"error: {shown(message, 300)} (see `{prog} --help`)\n")
 
 
 def out_folder(out: Path, flag: str = "--out") -> Path:

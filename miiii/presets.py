@@ -67,7 +67,7 @@ _REVERSAL = replace(
 
 
 # `make paper-cpu`: the paper's recipe (Table 2: dropout 0.1, wd 1/3, grokfast EMA, 4 heads) at p = 71, d 64,
-# lr 1e-3, lambda 2, 70 % train, 5k steps (~150 s a run on 2 cores with the paper.py recording). Measured (seed 0):
+# lr 1e-3, lambda 2, 70 % train, 5k steps (~150 s a run on 2 cores with the paper study's recording). Measured (seed 0):
 # q = 2, 3, 5, 7 grok in that order at steps 161, 385, 462, 1,112, q = 23 at 4,265; at step 5,000 q = 29, 31, 47,
 # 61, 67 are at 0.90-0.99 and still rising. The size matters more than the steps: at p = 37 (684 training
 # samples) only q = 2, 3 grok and 30k steps change nothing; at p = 61 and 79 q = 7 stays at chance (neither
@@ -148,13 +148,13 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     "addition": (_ADDITION, "the book: 3-digit addition, reversed sum, 17,760 params, 150 epochs of batch 512"),
     "reversal": (_REVERSAL, "the book: reverse 5 digits, same model and recipe, 80 epochs"),
     # The book gives no weight decay (`addition` takes PyTorch's AdamW default, 0.01). Swept over seeds x 0, 0.01,
-    # 0.1, 1 (experiments/book.py --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
+    # 0.1, 1 (python -m experiments.book --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
     # epochs (0.01: 5 of 8, 0 and 1: none), 6 of 8 after a plateau as the book's curve does.
     "addition-wd0.1": (set_fields(_ADDITION, optim=dict(weight_decay=0.1)),
                        "the book's addition at weight decay 0.1 (the book states none): 7 of 8 swept seeds grokked "
                        "within 150 epochs, the most of the settings tried"),
     # The book's loop draws its batches with PyTorch's DataLoader, which keeps the last 336 pairs as a 98th batch;
-    # `addition` drops them (97 full batches). experiments/book.py --gap asks whether that changes the outcome.
+    # `addition` drops them (97 full batches). python -m experiments.book --gap asks whether that changes the outcome.
     "addition-98": (set_fields(_ADDITION, train=dict(steps=150 * 98, eval_every=98, chunk=98, last_batch="keep")),
                     "the book's addition with the DataLoader's 98 batches an epoch (the last one of 336 pairs)"),
     # CPU-sized presets: seconds to a minute on 2 cores, and they still show the phenomenon.
@@ -198,7 +198,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
                    train=dict(steps=3000, chunk=250), ckpt=NO_LOG),
         "make train's default: (x0 + x1) mod 59, d 128, grokfast: memorises by step 100, groks by ~750 (~1 min)",
     ),
-    # `make paper-cpu` (experiments/paper.py --smoke): the paper's pipeline at CPU scale, chosen so the
+    # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the
     # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).
     "nanda-paper-cpu": (PAPER_CPU_NANDA, "make paper-cpu: (x0 + x1) mod 71, d 64, Nanda's recipe + grokfast, 3k steps"),
     "miiii-paper-cpu": (PAPER_CPU, "make paper-cpu: x0 + 71*x1 mod each prime < 71, paper recipe, d 64, 70 % train"),

@@ -1,4 +1,4 @@
-"""Shared by the tests: small configs, one cached reference run, comparisons, loading a script as a module."""
+"""Shared by the tests: small configs, one cached reference run, comparisons, loading an exported file as a module."""
 
 from __future__ import annotations
 
@@ -24,10 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_module(path: Path):
-    """A script that is not part of the package (experiments/*.py, an exported adder) as a module, its folder on
-    sys.path as `python path` puts it (a study's script imports its sibling modules, e.g. book.py's book_records)."""
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))
+    """A file that belongs to no package as a module: an adder `export-adder` wrote (self-contained, numpy only), loaded
+    by its path as AdderBoard loads it. The studies are the package `experiments`: the tests import them."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -132,3 +132,20 @@ def test_presets_command_imports_no_jax():
                           "print('JAX' if 'jax' in sys.modules else 'NOJAX')"],
                          capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "NOJAX", out.stdout[-500:] + out.stderr[-500:]
+
+
+EXPERIMENTS = PACKAGE.parent / "experiments"
+
+
+def test_experiments_are_one_package_per_study_of_short_modules_with_plain_imports():
+    """experiments/: a package of one package per study, each run as `python -m experiments.NAME` from the repository
+    root; no module over 400 lines, and none reaches its siblings through sys.path (plain imports)."""
+    assert (EXPERIMENTS / "__init__.py").is_file()
+    studies = [d for d in EXPERIMENTS.iterdir() if d.is_dir() and d.name != "__pycache__"]
+    assert {d.name for d in studies} >= {"paper", "book", "bench", "adderboard"}
+    missing = [f"{d.name}/{f}" for d in studies for f in ("__init__.py", "__main__.py") if not (d / f).is_file()]
+    assert not missing, f"a study package without: {missing}"
+    files = sorted(EXPERIMENTS.rglob("*.py"))
+    long = [f"{p.relative_to(EXPERIMENTS)}: {n}" for p in files if (n := len(p.read_text().splitlines())) > 400]
+    assert not long, f"split these: {long}"
+    assert not [p.name for p in files if "sys.path" in p.read_text()]

@@ -1,6 +1,7 @@
 """The benchmark: its analytic FLOP counts against the matmuls jax traces, its PyTorch references (in the repository,
 runnable), its refusal of bad input."""
 
+import importlib
 import shutil
 import subprocess
 from math import prod
@@ -9,15 +10,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from _runhelp import load_module
 from jax.extend.core import jaxprs_in_params
 
+from experiments.bench import flops, references
+from experiments.bench import study as bench
 from miiii import apply_overrides, get_preset
 from miiii.model import build_model
 from miiii.tasks import make_task
 
 ROOT = Path(__file__).resolve().parents[1]
-bench = load_module(ROOT / "experiments" / "bench.py")
 
 
 def dot_flops(jaxpr) -> int:
@@ -51,7 +52,7 @@ def test_flops_per_sample_equal_the_traced_matmuls(preset, sets, flops_fn):
 
     per_sample = traced(4) - traced(3)
     assert per_sample == traced(3) - traced(2)  # linear in the batch
-    assert getattr(bench, flops_fn)(cfg, task) == per_sample
+    assert getattr(flops, flops_fn)(cfg, task) == per_sample
 
 
 def test_default_references_are_in_the_repository():
@@ -59,7 +60,7 @@ def test_default_references_are_in_the_repository():
     assert bench.REFERENCES.resolve().is_relative_to(ROOT)
     scripts = {c[3] for quick in (False, True) for c in bench.bench_configs(quick)}
     assert scripts == {"torch_paper.py", "torch_adder.py"}
-    assert bench.missing_scripts(bench.REFERENCES, bench.bench_configs(False)) == []
+    assert references.missing_scripts(bench.REFERENCES, bench.bench_configs(False)) == []
     if (ROOT / ".git").exists() and shutil.which("git"):
         paths = [str((bench.REFERENCES / s).relative_to(ROOT)) for s in sorted(scripts)]
         tracked = subprocess.run(["git", "ls-files", "--error-unmatch", *paths], cwd=ROOT, capture_output=True)
@@ -98,7 +99,7 @@ def test_reference_scripts_take_the_bench_command_lines():
     """The arguments the bench passes (and --threads, --compile) parse in the in-repo references."""
     pytest.importorskip("torch")
     for _, _, _, script, args, *_ in bench.bench_configs(False) + bench.bench_configs(True):
-        mod = load_module(bench.REFERENCES / script)
+        mod = importlib.import_module(f"experiments.bench.{Path(script).stem}")
         extra = ["--threads", "2"] if "paper" in script else []
         a = mod.parse_args([*args, *extra, "--compile"])
         assert a.compile and a.steps == int(args[-1])
@@ -112,14 +113,23 @@ def test_reference_scripts_take_the_bench_command_lines():
 def test_reference_scripts_run(script, args):
     """A few steps of each in-repo reference, run the way the bench runs them, print a positive steps/s."""
     pytest.importorskip("torch")
-    steps_per_s = bench.time_reference(bench.REFERENCES / script, args, threads=1)
+    steps_per_s = references.time_reference(bench.REFERENCES / script, args, threads=1)
     assert steps_per_s is not None and steps_per_s > 0
 
 
 def test_references_run_on_the_asked_device_with_the_accelerator_s_step_count():
     paper, adder = ["--task", "nanda", "--steps", "30"], ["300"]
-    assert bench.reference_args(paper, "cpu", 1) == paper + ["--device", "cpu"]
-    assert bench.reference_args(paper, "cuda", 20) == paper + ["--device", "cuda", "--steps", "600"]
-    assert bench.reference_args(adder, "cuda", 20) == ["300", "--device", "cuda", "--steps", "6000"]
+    assert references.reference_args(paper, "cpu", 1) == paper + ["--device", "cpu"]
+    assert references.reference_args(paper, "cuda", 20) == paper + ["--device", "cuda", "--steps", "600"]
+    assert references.reference_args(adder, "cuda", 20) == ["300", "--device", "cuda", "--steps", "6000"]
     assert bench.parse_args([]).torch_device == "auto"
     assert bench.parse_args(["--torch-device", "cuda"]).torch_device == "cuda"
+
+
+def test_in_repo_references_run_as_modules_and_a_peers_as_files(tmp_path):
+    """torch_adder.py imports the book's model (experiments.book): the bench runs its own references as modules from
+    the repository root, a peer's scripts (--peers DIR) as the files they are."""
+    cmd, cwd = references.reference_command(bench.REFERENCES / "torch_adder.py")
+    assert cmd[1:] == ["-m", "experiments.bench.torch_adder"] and cwd == ROOT
+    cmd, cwd = references.reference_command(tmp_path / "torch_adder.py")
+    assert cmd[1:] == [str(tmp_path / "torch_adder.py")] and cwd is None

@@ -1,5 +1,5 @@
-"""The book over seeds (experiments/book.py --seeds): the verdict rules on synthetic seed tables both ways, and the
-seed study end to end at smoke scale, with a provenance header and a PyTorch side read from its JSON."""
+"""The book over seeds (python -m experiments.book --seeds): the verdict rules on synthetic seed tables both ways, and
+the seed study end to end at smoke scale, with a provenance header and a PyTorch side read from its JSON."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import json
 import re
 
 import pytest
-from _runhelp import ROOT, load_module
 
+from experiments.book import modes, records, tables  # the runs and modes; what the study reads and compares; markdown
+from experiments.book import study as book  # the command line
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
-
-book = load_module(ROOT / "experiments" / "book.py")
-records = load_module(ROOT / "experiments" / "book_records.py")  # what the study reads and compares
+from miiii.train import steps_per_epoch
 
 
 def _run(seed, jump, acc, loss=0.96):
@@ -30,24 +29,24 @@ def _verdicts(text: str) -> dict[str, str]:
 def test_addition_groks_within_the_budget_only_if_every_seed_does():
     every = [_run(s, j, 1.0) for s, j in enumerate((60, 90, 10, 120, 75))]
     one_stuck = every[:4] + [_run(4, None, 0.103, 1.15)]
-    d = book.distribution(one_stuck, 150)
+    d = records.distribution(one_stuck, 150)
     assert (d["grokked"], d["n"], d["jump_min"], d["jump_max"]) == (4, 5, 10, 120)
     assert d["jump_median"] == 90  # 10, 60, 90, 120, never (151)
-    v_all, v_stuck = (_verdicts(book.seeds_md({"addition": r}, {}, False)) for r in (every, one_stuck))
+    v_all, v_stuck = (_verdicts(tables.seeds_md({"addition": r}, {}, False)) for r in (every, one_stuck))
     key = next(k for k in v_all if k.startswith("addition, miiii"))
     assert v_all[key] == "holds" and v_stuck[key] == "does not hold"
 
 
 def test_reversal_by_epoch_10_and_the_two_implementations_agreeing_both_ways():
     fast, late = [_run(s, 7, 1.0) for s in range(3)], [_run(0, 7, 1.0), _run(1, 12, 1.0), _run(2, 8, 1.0)]
-    v = _verdicts(book.seeds_md({"reversal": fast}, {}, False))
+    v = _verdicts(tables.seeds_md({"reversal": fast}, {}, False))
     assert list(v.values()) == ["holds"]
-    assert list(_verdicts(book.seeds_md({"reversal": late}, {}, False)).values()) == ["does not hold"]
-    a = book.distribution([_run(s, j, 1.0) for s, j in enumerate((60, 70, 80))], 150)
-    near = book.distribution([_run(s, j, 1.0) for s, j in enumerate((65, 85, 95))], 150)  # medians 70 vs 85
-    far = book.distribution([_run(0, 60, 1.0), _run(1, None, 0.1), _run(2, None, 0.1)], 150)  # 1 of 3 groks
+    assert list(_verdicts(tables.seeds_md({"reversal": late}, {}, False)).values()) == ["does not hold"]
+    a = records.distribution([_run(s, j, 1.0) for s, j in enumerate((60, 70, 80))], 150)
+    near = records.distribution([_run(s, j, 1.0) for s, j in enumerate((65, 85, 95))], 150)  # medians 70 vs 85
+    far = records.distribution([_run(0, 60, 1.0), _run(1, None, 0.1), _run(2, None, 0.1)], 150)  # 1 of 3 groks
     assert records.agree(a, near) and not records.agree(a, far)
-    assert not records.agree(a, book.distribution([_run(s, j, 1.0) for s, j in enumerate((90, 95, 100))], 150))
+    assert not records.agree(a, records.distribution([_run(s, j, 1.0) for s, j in enumerate((90, 95, 100))], 150))
 
 
 @pytest.mark.study
@@ -90,7 +89,7 @@ def test_unstated_verdict_per_setting_and_the_finding_both_ways():
     groups = {(0.0, 1.0): [_epochs(0, 60, 1.0, 0.0), _epochs(1, None, 0.103, 0.0), _epochs(2, 80, 1.0, 0.0)],
               (0.1, 1.0): [_epochs(s, 40 + s, 1.0, 0.1) for s in range(3)],
               (1.0, 1.0): [_epochs(s, 3, 1.0, 1.0) for s in range(3)]}  # groks at once: no plateau
-    text = book.unstated_md(groups)
+    text = tables.unstated_md(groups)
     assert _verdicts(text) == {"weight decay 0, clip 1: 150 epochs ensure grokking completes": "does not hold",
                                "weight decay 0.1, clip 1: 150 epochs ensure grokking completes": "holds",
                                "weight decay 1, clip 1: 150 epochs ensure grokking completes": "holds"}
@@ -99,15 +98,15 @@ def test_unstated_verdict_per_setting_and_the_finding_both_ways():
     assert "| 0 | 1 | 0, 1, 2 | 2/3 | 60, –, 80 | 80 | 60–80 | 2/3 |" in text  # median counts the stuck seed as 151
     groups[0.1, 1.0] = [_epochs(0, 40, 1.0, 0.1), _epochs(1, None, 0.1, 0.1), _epochs(2, 5, 1.0, 0.1)]  # 1 curve
     groups[0.0, 1.0] = [_epochs(s, None, 0.1, 0.0) for s in range(3)]
-    text = book.unstated_md(groups)
+    text = tables.unstated_md(groups)
     assert "holds at: weight decay 1, clip 1." in text
     assert "in most seeds: no setting (at most 33% of a setting's seeds)." in text
 
 
 @pytest.mark.study
 def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path, capsys, monkeypatch):
-    smoke = book.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
-    monkeypatch.setattr(book, "configs", lambda *a: {k: apply_overrides(c, ["steps=60", "eval_every=20", "chunk=60"])
+    smoke = modes.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
+    monkeypatch.setattr(modes, "configs", lambda *a: {k: apply_overrides(c, ["steps=60", "eval_every=20", "chunk=60"])
                                                      for k, c in smoke(*a).items()})
     args = ["--smoke", "--seeds", "1", "--out", str(tmp_path), "--unstated"]
     assert book.main(args + ["wd=0,0.1"]) == 0
@@ -204,7 +203,7 @@ def test_gap_tells_two_loops_apart_only_when_the_seeds_do(tmp_path):
                       warmup0_jumps=[70, 14, 20, None, 60, 33, 41, 90],
                       same_start_jumps=[12, 80, 50, 33, None, 40, 61, 9],
                       warmup1_jumps=[33, 41, None, 60, 14, 20, 70, 90])
-    v_apart, v_alike = (_gap_verdicts(book.gap_study(d)) for d in (apart, alike))
+    v_apart, v_alike = (_gap_verdicts(modes.gap_study(d)) for d in (apart, alike))
     questions = [q for q, _, _ in records.GAP_COMPARISONS]
     assert [v_apart[q] for q in questions[:5]] == ["differ", "differ", "differ", "no difference detected", "differ"]
     assert all(v_alike[q] == "no difference detected" for q in questions[:5] + questions[6:])
@@ -242,8 +241,8 @@ def test_gap_without_inputs_or_with_other_studies_is_one_error_line(tmp_path, ca
 def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypatch):
     """--gap --seeds N at smoke scale: the remainder is kept (one more batch an epoch than the smoke recipe's),
     the sweep is reused on a second call, --first-seed adds a sweep whose seeds join the sample."""
-    smoke = book.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
-    monkeypatch.setattr(book, "configs", lambda *a: {k: apply_overrides(c, ["steps=40", "eval_every=20", "chunk=40"])
+    smoke = modes.configs  # the smoke runs, shorter still: this test checks the plumbing, not grokking
+    monkeypatch.setattr(modes, "configs", lambda *a: {k: apply_overrides(c, ["steps=40", "eval_every=20", "chunk=40"])
                                                      for k, c in smoke(*a).items()})
     _write_gap_inputs(tmp_path, [30, None, 80, 33, 35, None, 50, 60], [90, 65, 10, 15, 51])
     assert book.main(["--smoke", "--gap", "--seeds", "1", "--out", str(tmp_path)]) == 0
@@ -251,7 +250,7 @@ def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypa
     cfg = json.loads((sweep / "member_000" / "config.json").read_text())
     assert cfg["train"]["last_batch"] == "keep"
     b98 = json.loads((tmp_path / "batches98.json").read_text())
-    drop = (lambda c: book.steps_per_epoch(c.train, c.task.n_train))(smoke(True, None)["addition"])
+    drop = (lambda c: steps_per_epoch(c.train, c.task.n_train))(smoke(True, None)["addition"])
     assert [r["seed"] for r in b98["runs"]] == [0] and b98["runs"][0]["batches_per_epoch"] == drop + 1
     before = sorted(p.name for p in tmp_path.rglob("*"))
     assert book.main(["--smoke", "--gap", "--seeds", "1", "--out", str(tmp_path)]) == 0  # reused
@@ -263,12 +262,13 @@ def test_gap_trains_the_98_batch_sweep_once_and_reads_it_back(tmp_path, monkeypa
 
 
 def test_torch_book_files_grow_by_seeds_of_the_same_loop_only(tmp_path):
-    """experiments/torch_book.py: a variant's file name, and the merge that adds seeds to a file of the same loop
-    (settings and epochs) and refuses anything else before training (exit 2, the file untouched)."""
+    """python -m experiments.book.torch_loop: a variant's file name, and the merge that adds seeds to a file of the
+    same loop (settings and epochs) and refuses anything else before training (exit 2, the file untouched)."""
     import pytest
 
     pytest.importorskip("torch")
-    tb = load_module(ROOT / "experiments" / "torch_book.py")
+    from experiments.book import torch_loop as tb
+
     assert (tb.variant(0.01, False), tb.variant(0.1, True), tb.variant(0.01, True)) == ("", "_wd=0.1_drop_last",
                                                                                         "_drop_last")
     assert tb.variant(0.01, False, 0) == "_warmup0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from _runhelp import load_module
 
+from experiments.adderboard import score as adderboard
 from miiii.cli import main as cli_main
 from miiii.config import ConfigError, apply_overrides
 from miiii.export import export_adder
@@ -100,3 +102,12 @@ def test_exported_module_needs_no_jax(trained_adder):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["46", "17760"]
+
+
+def test_adderboard_scores_the_exported_file(trained_adder, capsys):
+    """python -m experiments.adderboard: random pairs and the edge cases through the exported file, as AdderBoard."""
+    path, _ = trained_adder
+    assert adderboard.main([str(path), "--pairs", "20"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["params"] == 17_760 and r["n_digits"] == 3 and r["pairs"] == 20 and r["edge_cases"] == 8
+    assert r["accuracy"] >= 0.9 and r["edge_cases_correct"] >= 7

@@ -21,8 +21,12 @@ from pathlib import Path
 import _runhelp
 import numpy as np
 import pytest
-from _runhelp import ROOT, load_module, tree_digest
+from _runhelp import ROOT, tree_digest
 
+from experiments.book import modes as book_modes
+from experiments.book import same_start
+from experiments.book import study as book
+from experiments.paper import study as paper_study
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 
@@ -108,14 +112,14 @@ def rewrite_index(run: Path, edit) -> None:
     (run / "checksums.json").unlink(missing_ok=True)
 
 
-# ---------------------------------------------------------------- 6: experiments/paper.py
+# ---------------------------------------------------------------- 6: python -m experiments.paper
 
 
 @pytest.fixture()
 def paper(monkeypatch):
-    mod = load_module(ROOT / "experiments" / "paper.py")
+    mod = paper_study
     for name in ("train_run", "resume_run", "run_sweep"):
-        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("paper.py trained before refusing its input"))
+        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("the paper study trained before refusing its input"))
     return mod
 
 
@@ -150,19 +154,18 @@ no_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is not None, rea
 
 @no_torch
 def test_torch_book_without_torch_says_how_to_install_it():
-    script = ROOT / "experiments" / "torch_book.py"
-    res = subprocess.run([sys.executable, str(script), "--seeds", "1"], capture_output=True, text=True, timeout=120)
+    module = [sys.executable, "-m", "experiments.book.torch_loop"]
+    res = subprocess.run([*module, "--seeds", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     one_error(res.stderr, "pip install -e '.[bench]'")
-    res = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([*module, "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0 and "Traceback" not in res.stderr and "--export-start" in res.stdout, res.stderr
     assert "pip install -e '.[bench]'" in res.stdout
 
 
 @no_torch
 def test_book_torch_without_torch_refuses_before_training(tmp_path, monkeypatch, capsys):
-    book = load_module(ROOT / "experiments" / "book.py")
-    monkeypatch.setattr(book, "train_run", lambda *a, **k: pytest.fail("book.py trained before refusing"))
+    monkeypatch.setattr(book_modes, "train_run", lambda *a, **k: pytest.fail("the book study trained before refusing"))
     out = tmp_path / "out"
     assert book.main(["--smoke", "--seeds", "2", "--only-seeds", "--torch", "--out", str(out)]) == 2
     one_error(capsys.readouterr().err, "pip install -e '.[bench]'")
@@ -193,9 +196,8 @@ BOOK_BAD = {
 
 @pytest.mark.parametrize("case", list(BOOK_BAD))
 def test_book_refuses_bad_input_with_one_line_and_no_out_folder(case, tmp_path, monkeypatch, capsys):
-    book = load_module(ROOT / "experiments" / "book.py")
     for name in ("train_run", "run_sweep"):
-        monkeypatch.setattr(book, name, lambda *a, **k: pytest.fail("book.py trained before refusing"))
+        monkeypatch.setattr(book_modes, name, lambda *a, **k: pytest.fail("the book study trained before refusing"))
     args, says = BOOK_BAD[case]
     (tmp_path / "afile").write_text("mine")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -207,7 +209,6 @@ def test_book_refuses_bad_input_with_one_line_and_no_out_folder(case, tmp_path, 
 
 
 def test_same_start_refuses_a_garbage_start_file_before_training(tmp_path, monkeypatch, capsys):
-    same_start = load_module(ROOT / "experiments" / "same_start.py")
     monkeypatch.setattr(same_start, "train_from", lambda *a, **k: pytest.fail("trained before refusing"))
     starts, out = tmp_path / "starts", tmp_path / "out"
     starts.mkdir()

@@ -2,13 +2,12 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import jax
 import matplotlib.axes
 import pytest
-from _runhelp import load_module
 
+from experiments.paper import study as paper
 from miiii import analysis as A
 from miiii import plots
 from miiii.claims import CLAIMS, VERDICTS, claims, rule_text
@@ -25,7 +24,6 @@ from miiii.runner import prepare, train_run
 from miiii.train import make_trainer
 from miiii.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
         "train.chunk=40"]
 
@@ -127,11 +125,10 @@ def test_results_judge_every_seed_of_a_role(runs):
 
 
 def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
-    mod = load_module(ROOT / "experiments" / "paper.py")
-    doc = mod.__doc__
-    assert "python experiments/paper.py" in doc and "--smoke" in doc
+    doc = paper.__doc__
+    assert "python -m experiments.paper" in doc and "--smoke" in doc
     assert "Expected runtime" in doc and "Expected result" in doc
-    for full, cpu in mod.ROLES.values():  # every preset the experiment names exists
+    for full, cpu in paper.ROLES.values():  # every preset the experiment names exists
         get_preset(full)
         get_preset(cpu)
     with pytest.raises(ConfigError):
@@ -141,10 +138,9 @@ def test_paper_experiment_has_the_house_docstring_and_smoke_flag():
 def test_full_paper_recordings_fit_the_default_budget():
     """`make paper` at the paper's scale: every role's recording (Fig. 16 grid, nanda's logits) fits 2 GiB, and
     miiii's every-256-steps rate makes Table 3's step 256 a recorded row."""
-    mod = load_module(ROOT / "experiments" / "paper.py")
-    for role, (full, _) in mod.ROLES.items():
+    for role, (full, _) in paper.ROLES.items():
         cfg = get_preset(full)
-        cfg = validate(apply_overrides(cfg, mod.overrides(cfg, role, smoke=False, steps=None)))
+        cfg = validate(apply_overrides(cfg, paper.overrides(cfg, role, smoke=False, steps=None)))
         task = prepare(cfg)
         tr = make_trainer(cfg, task)
         rec = plan(cfg, task, lambda p, x, tr=tr: tr.model.apply({"params": p}, x), jax.eval_shape(tr.init, 0).params)
@@ -167,9 +163,8 @@ def test_curves_draw_at_most_max_points_per_task(runs, tmp_path, monkeypatch):
 
 
 def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp_path, monkeypatch, capsys):
-    """`paper.py --set` reaches the run's config (beside the recording overrides); `--reuse` continues a run that
-    died after its first checkpoint instead of retraining it."""
-    paper = load_module(ROOT / "experiments" / "paper.py")
+    """`python -m experiments.paper --set` reaches the run's config (beside the recording overrides); `--reuse`
+    continues a run that died after its first checkpoint instead of retraining it."""
     sets = ["p=13", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "train.chunk=20", "ckpt.every=20"]
     train = paper.train_run
 
@@ -191,8 +186,8 @@ def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp
 
 
 def test_paper_train_only_trains_and_writes_no_report(tmp_path, capsys):
-    """`paper.py --train-only` (several of them can share a GPU, a last --reuse reports): runs, no results.md."""
-    paper = load_module(ROOT / "experiments" / "paper.py")
+    """`python -m experiments.paper --train-only` (several of them can share a GPU, a last --reuse reports): runs, no
+    results.md."""
     sets = ["--set", "p=13", "--set", "task.valid_size=30", "--set", "model.d_model=32", "--set", "model.d_mlp=64",
             "--set", "train.chunk=20"]
     assert paper.main(["--smoke", "--steps", "20", "--roles", "nanda", "--train-only", "--no-progress",

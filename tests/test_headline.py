@@ -1,10 +1,10 @@
-"""The README's headline table is the committed bundles' verdicts, regenerated (experiments/headline.py)."""
+"""The README's headline table is the committed bundles' verdicts, regenerated (python -m experiments.headline)."""
 
 import shutil
 
-from _runhelp import ROOT, load_module
+from _runhelp import ROOT
 
-headline = load_module(ROOT / "experiments" / "headline.py")
+from experiments import headline
 
 
 def test_the_readmes_table_is_what_the_bundles_say():

@@ -1,5 +1,5 @@
 """The original code's variant (docs/definitions.md §5): its initialisation, its input order, the summed loss of
-Eq. 12, the *-original presets and `experiments/paper.py --variant original`, each checked against an independent
+Eq. 12, the *-original presets and `python -m experiments.paper --variant original`, each checked against an independent
 computation of what the original does."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from _runhelp import ROOT, load_module
 
+from experiments.paper import study as paper
 from miiii.config import ConfigError, apply_overrides
 from miiii.plots_neurons import train_idx
 from miiii.presets import ORIGINAL_CODE, as_original_code, get_preset
@@ -98,16 +98,15 @@ def test_original_presets_differ_from_the_project_only_in_the_original_choices()
 
 
 def test_paper_variant_original_runs_every_role_as_the_original_code():
-    mod = load_module(ROOT / "experiments" / "paper.py")
     for smoke in (False, True):
-        for role in mod.ROLES:
-            project, original = (mod.role_config(role, smoke, v) for v in ("project", "original"))
-            assert project == get_preset(mod.ROLES[role][smoke])
+        for role in paper.ROLES:
+            project, original = (paper.role_config(role, smoke, v) for v in ("project", "original"))
+            assert project == get_preset(paper.ROLES[role][smoke])
             assert (original.model.init, original.optim.ema_init, original.task.digit_order) == ("original", "zeros",
                                                                                                   "high")
             if role == "nanda":
-                assert original == get_preset(mod.ORIGINAL_NANDA[smoke])
-                assert original.model.d_model == get_preset(mod.ROLES["miiii"][smoke]).model.d_model
+                assert original == get_preset(paper.ORIGINAL_NANDA[smoke])
+                assert original.model.d_model == get_preset(paper.ROLES["miiii"][smoke]).model.d_model
             else:
                 assert original == as_original_code(project)
 

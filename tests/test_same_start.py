@@ -1,6 +1,6 @@
-"""experiments/same_start.py: this project's trainer driven from a given start (initial parameters and every epoch's
-sample order) computes exactly the run that start describes; with torch, a start exported from the book's loop
-gives PyTorch's model and batches, and the two loops' first steps agree."""
+"""python -m experiments.book.same_start: this project's trainer driven from a given start (initial parameters and
+every epoch's sample order) computes exactly the run that start describes; with torch, a start exported from the book's
+loop gives PyTorch's model and batches, and the two loops' first steps agree."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ import json
 import jax
 import numpy as np
 import pytest
-from _runhelp import ROOT, load_module
 
+from experiments.book import same_start
 from miiii.presets import get_preset
 from miiii.tasks import make_task
 from miiii.train import epoch_order, make_trainer, task_data
-
-same_start = load_module(ROOT / "experiments" / "same_start.py")
 
 
 def test_laid_out_reads_the_wanted_order_through_the_trainers():
@@ -47,23 +45,25 @@ def test_the_loops_from_one_start_agree_step_by_step_with_the_same_warmup(tmp_pa
     """PyTorch's start for seed 3 as miiii parameters gives PyTorch's logits; this project's first 30 steps from it
     have PyTorch's losses with optax's warm-up to 1e-4, and not with the book's (its first step at lr / 200)."""
     torch = pytest.importorskip("torch")
-    tb = load_module(ROOT / "experiments" / "torch_book.py")
+    from experiments.book import torch_loop as tb
+    from experiments.book import torch_model
+
     task = make_task(get_preset("addition").task)
     f = tb.export_start(tmp_path, task, 3, epochs=1, n_steps=30)
     start = same_start.read_start(f)
     torch.manual_seed(3)
-    model = tb.AdditionTransformer()
+    model = torch_model.AdditionTransformer()
     x = task.valid.x[:64]
     want = model(torch.as_tensor(x, dtype=torch.long)).detach().numpy()
     cfg = get_preset(same_start.PRESET)
     trainer = make_trainer(cfg, task)
     got = np.asarray(trainer.apply(jax.tree.map(np.asarray, start["params"]), x)[0])
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
-    back = tb.torch_state(start["params"])
+    back = torch_model.torch_state(start["params"])
     assert all(torch.equal(back[k], v) for k, v in model.state_dict().items())
     # the DataLoader over (x, y) pairs, as the committed runs were trained, yields the exported order
     torch.manual_seed(3)
-    tb.AdditionTransformer()
+    torch_model.AdditionTransformer()
     pairs = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.as_tensor(task.train.x)),
                                         batch_size=512, shuffle=True)
     first = next(iter(pairs))[0].numpy()

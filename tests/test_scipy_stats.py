@@ -1,7 +1,7 @@
 """analysis.py's tests of significance are scipy.stats now: each gives the hand-written test it replaced (copied
 below as the reference) on the inputs the committed bundles use: every miiii grok table in
 results/paper-cpu*/summaries/ (q against grok step, as claims.rule_no_particular_order takes them) and every
-comparison in results/book/gap.json (Fisher on the counts, rank-sum on the jump epochs, as experiments/book.py)."""
+comparison in results/book/gap.json (Fisher on the counts, rank-sum on the jump epochs, as the book study)."""
 
 import json
 import math
@@ -181,7 +181,7 @@ def test_fisher_and_rank_sum_give_the_old_p_bit_for_bit_on_every_gap_comparison(
 
 
 def test_fisher_on_the_pooled_counts_as_gap_md_reports_them():
-    """experiments/book.py pooled_by_loop: every wd 0.01 sample's counts pooled per loop."""
+    """The book study's pooled_by_loop (experiments/book/records.py): every wd 0.01 sample's counts pooled per loop."""
     gap = json.loads((ROOT / "results/book/gap.json").read_text())
     loops: dict[str, list[int]] = {}
     for smp in gap["samples"]:

@@ -1,11 +1,12 @@
 """PyTorch timing reference for the book's adder (a tutorial book on building a transformer adder): its
-AdditionTransformer, 17,760 parameters, trained on 3-digit addition with minibatches of 512. What
-`experiments/bench.py` times miiii's `addition` preset against; plain PyTorch, written to be timed, not to
+AdditionTransformer, 17,760 parameters, trained on 3-digit addition with minibatches of 512. What the bench
+(`python -m experiments.bench`) times miiii's `addition` preset against; plain PyTorch, written to be timed, not to
 reproduce results. miiii never imports it (PyTorch is the optional `bench` extra: `pip install -e .[bench]`).
 
-    python experiments/torch_adder.py [STEPS] [--steps N] [--threads N] [--device cpu|cuda] [--compile]
+    python -m experiments.bench.torch_adder [STEPS] [--steps N] [--threads N] [--device cpu|cuda] [--compile]
 
-The model: token (vocabulary 14) and learned position (13 rows) embeddings of width 32, two pre-LN blocks
+The model is the book study's, its one definition here (experiments/book/torch_model.py, which the book's loop in
+PyTorch trains too): token (vocabulary 14) and learned position (13 rows) embeddings of width 32, two pre-LN blocks
 [LayerNorm -> causal single-head attention, Q, K, V, O without bias -> residual] [LayerNorm -> FFN 32 -> 64 -> 32
 with biases, ReLU -> residual], a final LayerNorm and a head tied to the token embedding. The data: 50,000
 sequences `a+b=` then the sum reversed, zero-padded to 4 digits, then <EOS> (13 tokens; input seq[:-1], target
@@ -19,14 +20,14 @@ the compile is not timed. Prints `params 17760` first and `steps_per_s X` last.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB, D_MODEL, D_FF, N_LAYERS, MAX_LEN = 14, 32, 64, 2, 13
+from experiments.book.torch_model import AdditionTransformer
+
+VOCAB = 14  # the book's vocabulary: digits, +, =, <EOS>, <PAD>
 PLUS, EQUALS, EOS = 10, 11, 12  # 13 is <PAD>, never needed at a fixed width
 
 
@@ -42,43 +43,6 @@ def addition_data(n: int, n_digits: int, generator: torch.Generator) -> tuple[to
     seq = torch.cat([digits(a, n_digits), col(PLUS), digits(b, n_digits), col(EQUALS),
                      digits(a + b, n_digits + 1, reverse=True), col(EOS)], dim=1)
     return seq[:, :-1], seq[:, 1:]
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(D_MODEL, D_MODEL, bias=False) for _ in range(4))
-
-    def forward(self, x):
-        t = x.shape[1]
-        scores = self.W_Q(x) @ self.W_K(x).transpose(1, 2) / math.sqrt(D_MODEL)
-        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        return self.W_O(scores.masked_fill(future, float("-inf")).softmax(-1) @ self.W_V(x))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln1, self.attn, self.ln2 = nn.LayerNorm(D_MODEL), Attention(), nn.LayerNorm(D_MODEL)
-        self.ffn = nn.Sequential(nn.Linear(D_MODEL, D_FF), nn.ReLU(), nn.Linear(D_FF, D_MODEL))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.ffn(self.ln2(x))
-
-
-class AdditionTransformer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.token_emb, self.pos_emb = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(MAX_LEN, D_MODEL)
-        self.blocks = nn.ModuleList(Block() for _ in range(N_LAYERS))
-        self.ln_f = nn.LayerNorm(D_MODEL)
-
-    def forward(self, x):
-        h = self.token_emb(x) + self.pos_emb.weight[: x.shape[1]]
-        for block in self.blocks:
-            h = block(h)
-        return self.ln_f(h) @ self.token_emb.weight.T  # tied head
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,16 +1,16 @@
 """The book's training loop in plain PyTorch, over seeds: the reference for "this project trains the book's model
-the book's way" (experiments/book.py --seeds compares its jump-epoch distribution with this one).
+the book's way" (python -m experiments.book --seeds compares its jump-epoch distribution with this one).
 
-    python experiments/torch_book.py --seeds 5 [--task addition|reversal] [--epochs 150] [--out DIR]
-    python experiments/torch_book.py --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
-    python experiments/torch_book.py --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
-    python experiments/torch_book.py --seeds 8 --weight-decay 0.1      # a setting the book does not state
-    python experiments/torch_book.py --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
-    python experiments/torch_book.py --export-start DIR --seeds 8      # starts for experiments/same_start.py
+    python -m experiments.book.torch_loop --seeds 5 [--task addition|reversal] [--epochs 150] [--out DIR]
+    python -m experiments.book.torch_loop --seeds 3 --first-seed 5          # seeds 5-7, added to the file of 0-4
+    python -m experiments.book.torch_loop --seeds 8 --drop-last             # 97 full batches an epoch, as miiii
+    python -m experiments.book.torch_loop --seeds 8 --weight-decay 0.1      # a setting the book does not state
+    python -m experiments.book.torch_loop --seeds 8 --warmup-first 0        # the first step at lr 0, as optax's warm-up
+    python -m experiments.book.torch_loop --export-start DIR --seeds 8      # starts for same_start.py
 
-Written from the book's description, not translated from miiii: `AdditionTransformer` (pre-LN, one causal head
-with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions: 17,760
-parameters) with PyTorch's default initialisation, `torch.manual_seed(seed)`, a `DataLoader(shuffle=True,
+Written from the book's description, not translated from miiii: the book's model (torch_model.py: pre-LN, one
+causal head with bias-free Q/K/V/O, ReLU FFN with biases, final LN, head tied to the token embedding, 13 positions:
+17,760 parameters) with PyTorch's default initialisation, `torch.manual_seed(seed)`, a `DataLoader(shuffle=True,
 batch_size=512)` over the 50,000 training pairs (98 batches an epoch, the last one of 336: miiii's trainer draws
 97 full batches), `torch.optim.AdamW(lr=0.01)` with its defaults (betas 0.9 / 0.999, eps 1e-8, weight decay
 0.01: the book states none of these), 200 warm-up steps then cosine decay to 0 (`LambdaLR`), gradient clipping at
@@ -20,8 +20,8 @@ the answer on the held-out set (the book's "Test accuracy"); at the end, autoreg
 
 PyTorch is an optional extra (`pip install -e .[bench]`); nothing in miiii imports it.
 Expected runtime on 2 CPU cores: about 4 minutes a seed for addition (150 epochs), 2 for reversal (80).
-The two variants exist to find where this loop and miiii's trainer part (book.py's gap table): `--drop-last` drops
-the 336-pair batch (miiii's 97 batches; the schedule counts 97 an epoch too), `--weight-decay` changes AdamW's.
+The two variants exist to find where this loop and miiii's trainer part (the book study's gap table): `--drop-last`
+drops the 336-pair batch (miiii's 97 batches; the schedule counts 97 an epoch too), `--weight-decay` changes AdamW's.
 Writes OUT/torch_book_TASK.json (OUT/torch_book_TASK_VARIANT.json for a variant, e.g. _wd=0.1_drop_last): per
 seed the curves, the jump epochs (>= 50 % and >= 99 %), the final loss, autoregressive accuracy and wall time.
 Prints 'done' last.
@@ -38,19 +38,21 @@ from pathlib import Path
 import numpy as np
 
 # PyTorch is an optional extra: without it, say how to install it (one line, exit status 2), not a traceback; --help
-# still shows what the script does. book.py --torch checks for it before it trains anything.
+# still shows what the module does. `python -m experiments.book --torch` checks for it before it trains anything.
 NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the CPU build `make bench` installs: "
                "pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu")
 try:
     import torch
     from torch import nn
+
+    from experiments.book.torch_model import AdditionTransformer, miiii_params, torch_state
 except ModuleNotFoundError as e:
     if e.name != "torch" or __name__ != "__main__":
         raise
     if {"-h", "--help"} & set(sys.argv[1:]):
         print(__doc__ + f"\nIt needs {NEEDS_TORCH}")
         sys.exit(0)
-    print(f"error: experiments/torch_book.py needs {NEEDS_TORCH}", file=sys.stderr)
+    print(f"error: python -m experiments.book.torch_loop needs {NEEDS_TORCH}", file=sys.stderr)
     sys.exit(2)
 
 from miiii import get_preset  # noqa: E402
@@ -59,36 +61,6 @@ from miiii.rundir import flatten_params  # noqa: E402
 from miiii.tasks import loss_floor, make_task  # noqa: E402
 
 JUMP_THRESHOLDS = (0.5, 0.99)
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, d_ff: int):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        self.ffn = nn.Sequential(nn.Linear(d, d_ff), nn.ReLU(), nn.Linear(d_ff, d))
-
-    def forward(self, x):  # x (b, t, d)
-        h = self.ln1(x)
-        t = x.shape[1]
-        scores = self.q(h) @ self.k(h).transpose(1, 2) / math.sqrt(x.shape[-1])  # (b, t, t)
-        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        x = x + self.o(torch.softmax(scores, -1) @ self.v(h))
-        return x + self.ffn(self.ln2(x))
-
-
-class AdditionTransformer(nn.Module):
-    def __init__(self, vocab: int = 14, d: int = 32, d_ff: int = 64, n_layers: int = 2, max_seq_len: int = 13):
-        super().__init__()
-        self.token_emb, self.pos_emb = nn.Embedding(vocab, d), nn.Embedding(max_seq_len, d)
-        self.blocks = nn.ModuleList(Block(d, d_ff) for _ in range(n_layers))
-        self.ln_f = nn.LayerNorm(d)
-
-    def forward(self, idx):  # idx (b, t) -> logits (b, t, vocab)
-        x = self.token_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.ln_f(x) @ self.token_emb.weight.T  # the head is tied to the token embedding
 
 
 def warmup_cosine(warmup: int, total: int, first: int = 1):
@@ -168,42 +140,6 @@ def train_seed(task, seed: int, epochs: int, batch: int = 512, lr: float = 0.01,
                 wall_s=round(time.perf_counter() - t0, 1))
 
 
-# nn.Linear's weight is (out, in), applied as x @ W.T; miiii's are (in, out), attention's with a head axis first
-_LINEAR = {"attn/W_Q": "q", "attn/W_K": "k", "attn/W_V": "v", "attn/W_O": "o", "mlp/W_in": "ffn.0",
-           "mlp/W_out": "ffn.2"}
-_VECTOR = {"mlp/b_in": "ffn.0.bias", "mlp/b_out": "ffn.2.bias", "ln1/scale": "ln1.weight", "ln1/bias": "ln1.bias",
-           "ln2/scale": "ln2.weight", "ln2/bias": "ln2.bias"}
-
-
-def miiii_params(model: AdditionTransformer) -> dict:
-    """The model's parameters as miiii's parameter tree (numpy float32), so that both loops start alike."""
-    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    tree = dict(W_E=sd["token_emb.weight"], W_pos=sd["pos_emb.weight"],
-                ln_final=dict(scale=sd["ln_f.weight"], bias=sd["ln_f.bias"]))
-    for i in range(len(model.blocks)):
-        block = tree[f"blocks_{i}"] = {"attn": {}, "mlp": {}, "ln1": {}, "ln2": {}}
-        for name, mod in _LINEAR.items():
-            w = sd[f"blocks.{i}.{mod}.weight"].T
-            block[name.split("/")[0]][name.split("/")[1]] = w[None] if name.startswith("attn") else w
-        for name, key in _VECTOR.items():
-            block[name.split("/")[0]][name.split("/")[1]] = sd[f"blocks.{i}.{key}"]
-    return tree
-
-
-def torch_state(tree: dict) -> dict:
-    """miiii's parameter tree -> this model's state_dict (the inverse of miiii_params)."""
-    sd = {"token_emb.weight": tree["W_E"], "pos_emb.weight": tree["W_pos"], "ln_f.weight": tree["ln_final"]["scale"],
-          "ln_f.bias": tree["ln_final"]["bias"]}
-    for i in range(sum(k.startswith("blocks_") for k in tree)):
-        block = tree[f"blocks_{i}"]
-        for name, mod in _LINEAR.items():
-            w = np.asarray(block[name.split("/")[0]][name.split("/")[1]])
-            sd[f"blocks.{i}.{mod}.weight"] = (w[0] if name.startswith("attn") else w).T
-        for name, key in _VECTOR.items():
-            sd[f"blocks.{i}.{key}"] = block[name.split("/")[0]][name.split("/")[1]]
-    return {k: torch.as_tensor(np.ascontiguousarray(v, np.float32)) for k, v in sd.items()}
-
-
 def initial_params(seed: int, max_seq_len: int = 13) -> dict:
     """Seed's initial parameters in this loop (torch.manual_seed, then PyTorch's default initialisation)."""
     return miiii_params(seeded_model(seed, max_seq_len))
@@ -221,7 +157,7 @@ def loader_orders(seed: int, n: int, epochs: int, batch: int = 512, max_seq_len:
 def export_start(out: Path, task, seed: int, epochs: int, n_steps: int, max_seq_len: int = 13) -> Path:
     """OUT/start_s{seed}.npz: this loop's start for `seed` (initial parameters as miiii's tree, flattened to
     'params/…' keys; every epoch's sample order) and its first `n_steps` step losses, with its own warm-up
-    (`step_loss`) and with optax's (`step_loss_warmup0`), for experiments/same_start.py."""
+    (`step_loss`) and with optax's (`step_loss_warmup0`), for same_start.py."""
     n = len(task.train.x)
     short = {f: train_seed(task, seed, epochs, max_seq_len=max_seq_len, warmup_first=f, stop_after=n_steps)
              for f in (1, 0)}
@@ -282,7 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results") / "book")
     ap.add_argument("--export-start", type=Path, metavar="DIR",
                     help="train nothing: write each seed's start (initial parameters, every epoch's order) and its "
-                         "first --compare-steps step losses to DIR/start_sSEED.npz, for experiments/same_start.py")
+                         "first --compare-steps step losses to DIR/start_sSEED.npz, for python -m "
+                         "experiments.book.same_start")
     ap.add_argument("--compare-steps", type=int, default=600, help="with --export-start: step losses kept")
     args = ap.parse_args(argv)
     if args.seeds < 1 or (args.epochs is not None and args.epochs < 1):

@@ -1,8 +1,8 @@
 """Replicate the paper: train nanda, miiii, miiii-masked, miiii-basis, miiii with λ = 0 and miiii without dropout
 (the appendix), draw every figure, and write results.md (each claim of the paper beside the value measured).
 
-    python experiments/paper.py            # `make paper`: the paper's recipe (p = 113), GPU scale
-    python experiments/paper.py --smoke    # `make paper-cpu`: the same pipeline at CPU scale
+    python -m experiments.paper            # `make paper`: the paper's recipe (p = 113), GPU scale
+    python -m experiments.paper --smoke    # `make paper-cpu`: the same pipeline at CPU scale
 
 Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
 d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code). Measured on one H100 (jax 0.11.2,
@@ -202,7 +202,7 @@ def paper_provenance(runs: dict, args) -> dict:
                                   for r in rs}))
     return provenance(s, precision) | {"seeds": f"{len(seeds)} per role: {', '.join(map(str, seeds))}",
                                        "variant": VARIANTS[args.variant],
-                                       "command": "python experiments/paper.py " + " ".join(args.argv)}
+                                       "command": "python -m experiments.paper " + " ".join(args.argv)}
 
 
 def main(argv=None) -> int:

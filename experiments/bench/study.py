@@ -1,7 +1,8 @@
 """Benchmark: miiii's jitted, scanned training against plain PyTorch references, in one run.
 
-    make bench                      # or: python experiments/bench.py [--quick] [--no-compile] [--peers DIR]
+    make bench                      # or: python -m experiments.bench [--quick] [--no-compile] [--peers DIR]
 
+This module is the command line; flops.py counts, timing.py times miiii, references.py runs the PyTorch references.
 The references live in this folder: `torch_paper.py` (the paper's one-layer model, nanda or miiii task) and
 `torch_adder.py` (the book's 17,760-parameter adder), each timed eagerly and under `torch.compile` (compile
 excluded by warm-up steps; `--no-compile` leaves that column out). `--peers DIR` times the scripts of the same
@@ -17,7 +18,7 @@ for the paper configs), steps/s of each reference, their ratios, achieved GFLOP/
 count and its fraction of a measured f32 matmul peak, compile time, and steps/s of a real run (`train_run`:
 host loop, writer thread, checkpoints) with the preset's default recording, i.e. the recording overhead;
 then host RSS over a long run and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
-the optional `bench` extra. Measured numbers: the README's performance table. The persistent compilation
+the optional `bench` extra. Measured numbers: docs/benchmark.md. The persistent compilation
 cache (miiii/compile_cache.py) is off here, so the compile times are compiles.
 """
 
@@ -27,215 +28,18 @@ import argparse
 import importlib.util
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from miiii import apply_overrides, get_preset
+from experiments.bench.flops import book_fwd_flops, matmul_peak, paper_fwd_flops
+from experiments.bench.references import REFERENCES, missing_scripts, reference_args, time_references
+from experiments.bench.timing import VMAP_PRESETS, metrics_cost, rss_over_run, time_miiii, time_recorded, vmap_seeds
 from miiii.compile_cache import ENV, setup_compile_cache
-from miiii.runner import prepare, train_run
-from miiii.sweep import init_members, members_chunk
-from miiii.train import make_trainer, task_data
-
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCES = Path(__file__).resolve().parent  # torch_paper.py, torch_adder.py: in the repository
-
-
-def paper_fwd_flops(cfg, task) -> float:
-    """Matmul FLOPs of one forward pass per sample, as miiii computes it: block 0's Q, K, V are gathered from
-    |vocab|-row tables (W_E @ W, a per-step cost of 2 * 3 * |vocab| * d * d, under 0.2 % here and left out),
-    the final block runs at the last position, each bucket of tasks is as wide as its widest task."""
-    m, t = cfg.model, task.n_ctx
-    d, dm = m.d_model, m.mlp_dim
-    last = 2 * 2 * t * d + 2 * d * d + 2 * 2 * d * dm  # scores + AV, W_O, MLP at the last position
-    unembed = 2 * d * sum((s1 - s0) * w for s0, s1, w in task.class_buckets)
-    return last + unembed
-
-
-def book_fwd_flops(cfg, task) -> float:
-    """Matmul FLOPs of one forward pass per sample of the book model: every position in every block, except block
-    0's Q, K, V, gathered from a table of LN(W_E[v] + W_pos[i]) @ W (a per-step cost, left out)."""
-    m, t = cfg.model, task.n_ctx
-    d, dm = m.d_model, m.mlp_dim
-    per_layer = t * (4 * 2 * d * d + 2 * 2 * d * dm) + 2 * 2 * t * t * d
-    return m.n_layers * per_layer - t * 3 * 2 * d * d + 2 * t * d * task.d_vocab
-
-
-def matmul_peak(n: int = 1024, reps: int = 20) -> float:
-    """Measured f32 matmul GFLOP/s on the default device (the roofline the fractions refer to)."""
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(lambda a: a @ a)
-    f(a).block_until_ready()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        out = f(a)
-    out.block_until_ready()
-    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
-
-
-def time_miiii(preset: str, sets: list[str], steps: int, chunk: int, repeats: int = 1) -> dict:
-    """steps/s of the bare jitted chunk: the median of `repeats` windows of `steps` steps, after the compile and one
-    untimed warm-up window (the first window after a compile runs up to 10 % slow on a CPU)."""
-    cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", *sets])
-    task = prepare(cfg)
-    trainer = make_trainer(cfg, task)
-    data = task_data(task)
-    state = trainer.init(0)
-    t0 = time.perf_counter()
-    state, m = trainer.chunk(state, data, chunk)
-    jax.block_until_ready(m)
-    compile_s = time.perf_counter() - t0  # includes one chunk of steps
-    samples = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        done = 0
-        while done < steps:
-            state, m = trainer.chunk(state, data, chunk)
-            done += chunk
-        jax.block_until_ready(m)
-        samples.append(done / (time.perf_counter() - t0))
-    samples = samples[1:]
-    return dict(cfg=cfg, task=task, steps_per_s=float(np.median(samples)), samples=samples, compile_s=compile_s)
-
-
-BASE_METRICS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc")  # what a run needs at the least
-
-
-def metrics_cost(preset: str, sets: list[str], steps: int, repeats: int = 3) -> dict:
-    """The per-step measures' cost (metrics.METRICS beyond the losses and accuracies: gradient and weight norms,
-    softmax collapse, the largest logit): steps/s with the whole table and with BASE_METRICS only, each the median
-    of `repeats` chunks, interleaved so a load that comes and goes hits both alike."""
-    from miiii import metrics as M
-
-    cfg = apply_overrides(get_preset(preset), [f"steps={steps * (repeats + 1)}", f"chunk={steps}", *sets])
-    task = prepare(cfg)
-    data = task_data(task)
-    base = tuple(m for m in M.METRICS if m.name in BASE_METRICS)
-    trainers = {"all": make_trainer(cfg, task), "base": make_trainer(cfg, task, metrics=base)}
-    states = {k: t.init(0) for k, t in trainers.items()}
-    times = {k: [] for k in trainers}
-    for i in range(repeats + 1):  # the first chunk compiles: not timed
-        for k, t in trainers.items():
-            t0 = time.perf_counter()
-            states[k], out = t.chunk(states[k], data, steps)
-            jax.block_until_ready(out)
-            if i:
-                times[k].append(time.perf_counter() - t0)
-    med = {k: float(np.median(v)) for k, v in times.items()}
-    return dict(preset=preset, steps=steps, measures=[m.name for m in M.METRICS if m.name not in BASE_METRICS],
-                steps_per_s_all=steps / med["all"], steps_per_s_base=steps / med["base"],
-                cost=med["all"] / med["base"] - 1)
-
-
-def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
-    """steps/s of a real run (`train_run`: host loop, writer thread, metrics) with the preset's default recording.
-
-    The first chunk (compile) is not timed; `steps` should cover the recording's sparsest cadence.
-    """
-    cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", "ckpt.every=1000000000",
-                                               *sets])
-    ends = []
-    with tempfile.TemporaryDirectory() as tmp:
-        summary = train_run(cfg, Path(tmp) / "run", progress=False, on_chunk=lambda _: ends.append(time.perf_counter()))
-    return dict(steps_per_s=steps / (ends[-1] - ends[0]), record_bytes=summary["record_bytes"],
-                record=cfg.record.every, params_every=cfg.record.params_every)
-
-
-def time_reference(script: Path, args: list[str], threads: int, compiled: bool = False) -> float | None:
-    """steps/s that one run of a PyTorch reference script prints last (`steps_per_s X`), None if it failed."""
-    cmd = [sys.executable, str(script), *args, *(["--compile"] if compiled else [])]
-    if "paper" in script.name:
-        cmd += ["--threads", str(threads)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    except subprocess.TimeoutExpired:
-        print(f"  {script.name}{' --compile' if compiled else ''} timed out")
-        return None
-    found = re.findall(r"steps_per_s ([0-9.]+)", res.stdout)
-    if not found:
-        print(f"  {script} {'--compile ' if compiled else ''}failed: {res.stderr.strip().splitlines()[-1:]}")
-        return None
-    return float(found[-1])
-
-
-def time_references(script: Path, args: list[str], threads: int, compiled: bool, reps: int,
-                    ours: list[float]) -> dict | None:
-    """The median of `reps` runs of a reference, and miiii's ratio to it (range over miiii's samples `ours`)."""
-    runs = [x for x in (time_reference(script, args, threads, compiled) for _ in range(reps)) if x is not None]
-    if not runs:
-        return None
-    med = float(np.median(runs))
-    return dict(script=str(script), compiled=compiled, steps_per_s=med, samples=runs,
-                ratio=float(np.median(ours)) / med, ratio_range=[min(ours) / max(runs), max(ours) / min(runs)])
-
-
-def missing_scripts(folder: Path, configs: list[tuple]) -> list[str]:
-    """The reference scripts the bench runs that `folder` lacks."""
-    return sorted({c[3] for c in configs if not (folder / c[3]).is_file()})
-
-
-def rss_mb() -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-def rss_over_run(chunks: int) -> dict:
-    """Host RSS after each chunk of a long nanda-tiny run: it must stay flat."""
-    cfg = apply_overrides(get_preset("nanda-tiny"), ["chunk=100", f"steps={100 * chunks}"])
-    task = prepare(cfg)
-    trainer = make_trainer(cfg, task)
-    data = task_data(task)
-    state = trainer.init(0)
-    rss = []
-    for _ in range(chunks):
-        state, m = trainer.chunk(state, data, 100)
-        jax.device_get(m)
-        rss.append(rss_mb())
-    if rss[0] is None:
-        return {}
-    half = len(rss) // 2
-    return dict(rss_mb_first_half=float(np.mean(rss[1:half])), rss_mb_second_half=float(np.mean(rss[half:])),
-                rss_growth_mb=float(np.mean(rss[half:]) - np.mean(rss[1:half])), steps=100 * chunks)
-
-
-VMAP_PRESETS = ("nanda-tiny", "addition")  # the issue's two: a full-batch grid task and the book adder (batch 512)
-
-
-def vmap_seeds(preset: str, n_seeds: int, steps: int, repeats: int = 1) -> dict:
-    """n seeds vmapped into one program as `miiii sweep` runs them (`sweep.init_members`, `sweep.members_chunk`:
-    one shared step counter) vs one seed's jitted chunk: the cost factor (median of `repeats` timings of each)."""
-    cfg = apply_overrides(get_preset(preset), [f"steps={steps}", f"chunk={steps}"])
-    task = prepare(cfg)
-    trainer = make_trainer(cfg, task)
-    data = task_data(task)
-    many = members_chunk(trainer)
-    one = jax.jit(trainer.raw_chunk, static_argnums=2)
-
-    def timed(f, state):
-        jax.block_until_ready(f(state(), data, steps))  # compile (then cached) and warm-up
-        s = state()
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(s, data, steps))
-        return time.perf_counter() - t0
-
-    t_many = float(np.median([timed(many, lambda: init_members(trainer, jnp.arange(n_seeds)))
-                              for _ in range(repeats)]))
-    t_one = float(np.median([timed(one, lambda: trainer.init(0)) for _ in range(repeats)]))
-    return dict(preset=preset, n_seeds=n_seeds, steps=steps, one_seed_s=t_one, vmapped_s=t_many,
-                factor=t_many / t_one)
+from miiii.errors import module_prog
 
 
 def bench_configs(quick: bool) -> list[tuple]:
@@ -254,17 +58,9 @@ def bench_configs(quick: bool) -> list[tuple]:
     ]
 
 
-def reference_args(args: list[str], device: str, scale: int) -> list[str]:
-    """A reference's command line on `device`; on CUDA it times `scale` times its CPU steps, as miiii does on an
-    accelerator (the step count is the value after --steps, or torch_adder.py's positional one)."""
-    if device == "cpu":
-        return [*args, "--device", "cpu"]
-    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else int(next(a for a in args if a.isdigit()))
-    return [*args, "--device", device, "--steps", str(steps * scale)]
-
-
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=module_prog(), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", type=Path, default=None, metavar="DIR",
                     help="also time DIR/torch_paper.py and DIR/torch_adder.py (same command lines) as a cross-check")
     ap.add_argument("--no-compile", dest="compile", action="store_false",

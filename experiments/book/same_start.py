@@ -1,7 +1,7 @@
 """Both loops from one start: this project's trainer from the book's loop's own initial parameters and batches.
 
-    python experiments/torch_book.py --export-start runs/starts --seeds 8   (needs torch: each seed's start)
-    python experiments/same_start.py --starts runs/starts [--only 0 1] [--out results/book]
+    python -m experiments.book.torch_loop --export-start runs/starts --seeds 8   (needs torch: each seed's start)
+    python -m experiments.book.same_start --starts runs/starts [--only 0 1] [--out results/book]
 
 Why. The gap study (gap.md) compares samples of seeds whose draws differ: this project draws its initial
 parameters and data order with jax.random, the book's loop with torch's generator, from the same distributions.
@@ -10,7 +10,7 @@ from the parameters PyTorch drew for a seed and reads, epoch by epoch, the batch
 it (each epoch's training set is laid out so that the trainer's own permutation reads PyTorch's order; the step
 is miiii's jitted chunk, unchanged). What is left between the loops is the arithmetic of a step: XLA's float
 order against PyTorch's, optax's AdamW and clipping against PyTorch's, and the warm-up (optax's first step has
-lr 0, the book's loop as torch_book.py writes it lr / 200).
+lr 0, the book's loop as torch_loop.py writes it lr / 200).
 
 Two questions, each with its rule:
   1. Step by step: does the training loss of the first steps agree between the loops, with the same warm-up (the
@@ -42,8 +42,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from book_records import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402 - a sibling: the script's folder
 
+from experiments.book.records import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.errors import OneLineParser, one_line_errors, out_folder, shown  # noqa: E402
@@ -60,7 +60,7 @@ PRESET = "addition-98"
 
 
 def read_start(f: Path) -> dict:
-    """A start file of torch_book.py --export-start: parameters as miiii's tree, orders, PyTorch's step losses. A
+    """A start file of torch_loop.py --export-start: parameters as miiii's tree, orders, PyTorch's step losses. A
     file that is not one (damaged, another kind of .npz, missing arrays) is a ConfigError that names it."""
     try:
         regular_file(f)
@@ -70,9 +70,9 @@ def read_start(f: Path) -> dict:
                          step_loss=np.asarray(z["step_loss"]), step_loss_warmup0=np.asarray(z["step_loss_warmup0"]),
                          torch_version=str(z["torch_version"]))
     except ConfigError as e:
-        raise ConfigError(f"{e} (a start file of experiments/torch_book.py --export-start)") from None
+        raise ConfigError(f"{e} (a start file of python -m experiments.book.torch_loop --export-start)") from None
     except (OSError, ValueError, TypeError, KeyError, EOFError, AttributeError, zipfile.BadZipFile) as e:
-        raise ConfigError(f"{f} is not a start file of experiments/torch_book.py --export-start "
+        raise ConfigError(f"{f} is not a start file of python -m experiments.book.torch_loop --export-start "
                           f"({type(e).__name__}: {shown(e, 200)})") from None
     if start["orders"].ndim != 2 or start["seed"] != int(f.stem[7:]):
         raise ConfigError(f"{f} is damaged: its orders are not (epochs, samples) or its seed is not {f.stem[7:]}")
@@ -175,8 +175,9 @@ def same_start_md(ours: list[dict], theirs: dict[int, dict], own_draws: dict[int
     lines = ["# Both loops from one start", "", *provenance_table(prov), "",
              f"This project's trainer (preset `{PRESET}`: 98 batches an epoch, weight decay 0.01, clip 1) started "
              "from the parameters PyTorch drew for each seed and fed, epoch by epoch, the batches PyTorch's "
-             "DataLoader drew for it (`experiments/same_start.py`). The book's loop from the same start is "
-             "`torch_book_addition.json` (`experiments/torch_book.py`, seeds as `torch.manual_seed`). The third "
+             "DataLoader drew for it (`python -m experiments.book.same_start`). The book's loop from the same start is "
+             "`torch_book_addition.json` (`python -m experiments.book.torch_loop`, seeds as `torch.manual_seed`). "
+             "The third "
              "column is this project's loop from its own draws for the same seed number (`batches98.json`): "
              "another start altogether.", "",
              "## 1. Step by step", "",
@@ -236,7 +237,7 @@ def fig_same_start(ours: list[dict], theirs: dict[int, dict], out: Path) -> None
 def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--starts", type=Path, required=True,
-                    help="folder of start_sSEED.npz files (experiments/torch_book.py --export-start)")
+                    help="folder of start_sSEED.npz files (python -m experiments.book.torch_loop --export-start)")
     ap.add_argument("--only", type=int, nargs="+", default=None,
                     help="train these seeds' starts only and write no report (to share the work between processes)")
     ap.add_argument("--out", type=Path, default=Path("results") / "book",
@@ -250,7 +251,8 @@ def study(args) -> int:
     found = [f for f in args.starts.glob("start_s*.npz") if re.fullmatch(r"start_s\d+\.npz", f.name)]
     files = sorted(found, key=lambda f: int(f.stem[7:]))
     if not files:
-        raise ConfigError(f"{args.starts} holds no start_sSEED.npz (experiments/torch_book.py --export-start)")
+        raise ConfigError(f"{args.starts} holds no start_sSEED.npz (python -m experiments.book.torch_loop "
+                          "--export-start)")
     out_folder(args.out)
     files = [f for f in files if args.only is None or int(f.stem[7:]) in args.only]
     for f in files:  # a damaged start refused before any seed trains (read again when its turn comes)

@@ -1,7 +1,7 @@
 """Score an exported adder the AdderBoard way: 10,000 random pairs in [0, 10**n - 1] plus edge cases.
 
     python -m miiii export-adder RUN_DIR adder10.py
-    python experiments/adderboard.py adder10.py [--pairs 10000] [--seed 0] [--smoke]
+    python -m experiments.adderboard adder10.py [--pairs 10000] [--seed 0] [--smoke]
 
 Runtime: ~1-3 minutes for 10,000 10-digit pairs on one CPU core (numpy, one token at a time);
 --smoke scores 200 pairs. Expected: prints the accuracy and the parameter count; AdderBoard asks for
@@ -19,8 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from miiii.errors import module_prog
+
 
 def load(path: Path):
+    """An exported adder: a self-contained numpy file that `python -m miiii export-adder` writes (miiii/export.py) and
+    AdderBoard loads by its path, not a module of this repository; loaded so here too."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -50,7 +54,7 @@ def score(mod, n_pairs: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=module_prog(), description=__doc__.splitlines()[0])
     ap.add_argument("module", type=Path, help="a file written by `python -m miiii export-adder`")
     ap.add_argument("--pairs", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)

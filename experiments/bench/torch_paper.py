@@ -1,9 +1,9 @@
-"""PyTorch timing reference for the paper's one-layer transformer (the nanda or the miiii task): what
-`experiments/bench.py` times miiii against. Plain PyTorch, written to be timed, not to reproduce results;
+"""PyTorch timing reference for the paper's one-layer transformer (the nanda or the miiii task): what the bench
+(`python -m experiments.bench`) times miiii against. Plain PyTorch, written to be timed, not to reproduce results;
 miiii never imports it (PyTorch is the optional `bench` extra: `pip install -e .[bench]`).
 
-    python experiments/torch_paper.py --task nanda|miiii [--p 113] [--d 128|256] [--heads 4] [--train-frac 0.3]
-                                      [--dropout 0|0.1] [--steps 50] [--threads N] [--device cpu|cuda] [--compile]
+    python -m experiments.bench.torch_paper --task nanda|miiii [--p 113] [--d 128|256] [--heads 4] [--train-frac 0.3]
+                                            [--dropout 0|0.1] [--steps 50] [--threads N] [--device cpu|cuda] [--compile]
 
 The model: inputs [x0, x1, p] (x0 the low digit, n = x0 + x1 * p), learned token and position embeddings, one
 block of multi-head attention (heads summed through W_O) and a ReLU MLP d -> 4d -> d, each added to the residual

@@ -1,6 +1,6 @@
-"""What the book study reads from runs and files (experiments/book.py), and how it compares them: a seed's record, the
-distribution of jump epochs, agreement, the book's curve, the sweeps' and the PyTorch loop's records, the loop-gap
-samples and their exact tests. Nothing here trains.
+"""What the book study reads from runs and files (python -m experiments.book), and how it compares them: a seed's
+record, the distribution of jump epochs, agreement, the book's curve, the sweeps' and the PyTorch loop's records, the
+loop-gap samples and their exact tests. Nothing here trains.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def unstated_groups(out: Path, sweeps: dict[str, dict]) -> dict[tuple, list[dict
 
 # seeds.json and unstated.json hold this project's addition seeds at the book's settings, batches98.json its runs
 # with the DataLoader's 98 batches an epoch, torch_book_addition*.json the book's loop in PyTorch as written and in
-# variants (experiments/torch_book.py --drop-last / --weight-decay). Side by side they ask whether the loops differ
+# variants (torch_loop.py --drop-last / --weight-decay). Side by side they ask whether the loops differ
 # and whether the last, partial batch (98 batches an epoch against miiii's 97) is why. Two samples *differ* when
 # either exact test gives p < GAP_ALPHA; no correction for the two tests or the comparisons, so the rule leans
 # toward finding a difference and never concludes that two loops are the same.
@@ -140,7 +140,7 @@ GAP_ALPHA = 0.05
 
 
 def torch_book_runs(f: Path) -> list[dict]:
-    """The runs of an experiments/torch_book.py JSON, each with its file's loss floor and settings."""
+    """The runs of a torch_loop.py JSON (torch_book_TASK*.json), each with its file's loss floor and settings."""
     data = json.loads(f.read_text())
     return [dict(weight_decay=data.get("weight_decay", 0.01)) | r | {"loss_floor": data["loss_floor"]}
             for r in data["runs"]]

@@ -1,5 +1,5 @@
-"""The book study's figures (experiments/book.py): training curves, attention maps, embeddings, positions, and the
-jump epochs over seeds, unstated settings and loops. Each draws from measured records; nothing here trains.
+"""The book study's figures (python -m experiments.book): training curves, attention maps, embeddings, positions, and
+the jump epochs over seeds, unstated settings and loops. Each draws from measured records; nothing here trains.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from book_records import sample_label  # noqa: E402
 
+from experiments.book.records import sample_label  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
 from miiii.tokens import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
