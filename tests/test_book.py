@@ -92,12 +92,15 @@ def test_book_model_has_17760_parameters():
 
 def test_book_recipe_presets():
     """The book's recipe (docs/definitions.md §2): AdamW lr 0.01, warm-up, cosine, clip 1, batch 512, 150/80 epochs."""
-    for name, epochs, n in (("addition", 150, 3), ("reversal", 80, 5)):
+    for name, epochs, n, batches, first in (("addition", 150, 3, 98, 1), ("reversal", 80, 5, 98, 1),
+                                            ("addition-97", 150, 3, 97, 0), ("reversal-97", 80, 5, 97, 0)):
         cfg = validate(get_preset(name))
         o, t = cfg.optim, cfg.train
         assert (o.lr, o.b1, o.b2, o.weight_decay, o.warmup_steps, o.schedule, o.clip_norm) == (
             0.01, 0.9, 0.999, 0.01, 200, "cosine", 1.0)
-        assert t.batch_size == 512 and steps_per_epoch(cfg.train, cfg.task.n_train) == 97 and t.steps == epochs * 97
+        assert o.warmup_first == first  # the book's loop as written: LambdaLR's first step at lr / 200
+        assert t.batch_size == 512 and steps_per_epoch(cfg.train, cfg.task.n_train) == batches
+        assert t.steps == epochs * batches and t.eval_every == batches
         assert (cfg.task.n_digits, cfg.task.n_train, cfg.task.n_valid, cfg.task.train_seed, cfg.task.valid_seed) == (
             n, 50_000, 10_000, 42, 123)
         m = cfg.model

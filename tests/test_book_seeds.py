@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from experiments.book import study as book  # the command line
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
 from miiii.train import steps_per_epoch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(seed, jump, acc, loss=0.96):
@@ -132,7 +135,7 @@ def test_unstated_study_end_to_end_reuses_its_sweep_and_refuses_another(tmp_path
 
 
 def test_addition_wd01_is_the_book_recipe_at_weight_decay_0_1():
-    a, b = (get_preset(n).to_dict() for n in ("addition", "addition-wd0.1"))
+    a, b = (get_preset(n).to_dict() for n in ("addition-97", "addition-wd0.1"))
     assert (a["optim"].pop("weight_decay"), b["optim"].pop("weight_decay")) == (0.01, 0.1)
     assert a == b  # the model, data, schedule, clipping, budget and recording are the addition preset's
 
@@ -147,7 +150,7 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
     from miiii.config import ConfigError
     from miiii.validate import validate
 
-    a, b = (get_preset(n) for n in ("addition", "addition-98"))
+    a, b = (get_preset(n) for n in ("addition-97", "addition-98"))
     assert (epoch_length(a), epoch_length(b)) == (97, 98) and b.train.steps == 150 * epoch_length(b)
     da, db = a.to_dict(), b.to_dict()
     changed = {k for k in da["train"] if da["train"][k] != db["train"][k]}
@@ -155,6 +158,23 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
     assert {k: v for k, v in da.items() if k != "train"} == {k: v for k, v in db.items() if k != "train"}
     with pytest.raises(ConfigError, match="last_batch"):
         validate(apply_overrides(a, ["last_batch=partial"]))
+
+
+def test_addition_is_the_books_loop_and_its_odds_are_the_committed_ones():
+    """`make train-addition`'s preset is addition-98 with the LambdaLR warm-up: the config results/book/warmup1.json
+    ran over 8 seeds, whose count the preset's description (and the README through it) prints."""
+    from miiii.presets import ADDITION_ODDS, PRESETS
+
+    a = get_preset("addition")
+    assert a.to_dict() == apply_overrides(get_preset("addition-98"), records.WARMUP1).to_dict()
+    assert (a.optim.warmup_first, a.train.last_batch) == (1, "keep")
+    data = json.loads((ROOT / "results" / "book" / "warmup1.json").read_text())
+    runs = data["runs"]
+    grokked = sum(r["valid_autoregressive_acc"] >= 0.99 for r in runs)
+    assert len(runs) >= 8 and ADDITION_ODDS.startswith(f"{grokked} of {len(runs)} seeds grokked")
+    assert ADDITION_ODDS in PRESETS["addition"][1]
+    for seed, r in enumerate(runs):  # each run is this preset at its seed
+        assert r["seed"] == seed and r["epochs"] == a.train.steps // 98
 
 
 def _write_gap_inputs(out, miiii_jumps, torch_jumps, drop_last_jumps=None, b98_jumps=None, warmup0_jumps=None,
