@@ -9,7 +9,7 @@ RUN     ?=
 TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu \
+        train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
         book book-smoke train-addition-10 export-adder test-tl
 
 help:  ## list the targets
@@ -79,8 +79,23 @@ VARIANT ?= project
 paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results/paper[-original]/results.md
 	$(BIN)/python -m experiments.paper --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
-paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, five runs, 15 min on 2 cores; SEEDS=3: 70 min): results/paper-cpu[-original]/
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed recorded; results.md's provenance says how long): results/paper-cpu[-original]/
 	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
+
+PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
+report: $(STAMP)  ## regenerate every paper bundle's results.md from its committed summaries/ (seconds, no training)
+	$(BIN)/python -m miiii.report $(PAPER_BUNDLES)
+
+ALL_ROLES := nanda miiii masked basis nogrokfast nodropout
+results: $(STAMP)  ## retrain the paper bundles (both variants, 3 seeds, all six roles), redraw, report, README table; times each
+	@for v in project original; do \
+	  start=$$(date +%s); \
+	  out=results/paper-cpu; [ $$v = original ] && out=results/paper-cpu-original; \
+	  $(BIN)/python -m experiments.paper --smoke --seeds 3 --variant $$v --roles $(ALL_ROLES) --out $$out --no-progress $(ARGS) || exit 1; \
+	  echo "results: $$out took $$(( ($$(date +%s) - start) / 60 )) min"; \
+	done
+	$(BIN)/python -m experiments.headline
+	@echo "results: the book's bundle (results/book/) is retrained by the commands in experiments/book/README.md (hours)"
 
 # PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.

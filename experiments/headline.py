@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from miiii.presets import ADDITION_ODDS
 from miiii.report import load_summaries
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +82,7 @@ def table(root: Path = ROOT) -> str:
     lines += ["", "The book's claims over seeds ([" + "), [".join(f"{f}]({f}" for f in BOOK) + ")):", "",
               "| claim | verdict |", "| --- | --- |"]
     lines += [f"| {short(c)} | {v} |" for f in BOOK for c, v in book_rows(root / f)]
+    lines += ["", f"`make train-addition` (preset `addition`, the book's loop as written): {ADDITION_ODDS}."]
     return "\n".join([*lines, "", END])
 
 

@@ -5,23 +5,14 @@
     python -m experiments.paper --smoke    # `make paper-cpu`: the same pipeline at CPU scale
 
 Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
-d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code). Measured on one H100 (jax 0.11.2,
-2026-11-22): nanda 45 s (groks at step 7,243); each miiii run about 100 s alone (~790 steps/s with the
-recording, ~1,000 without), so about 10 minutes of training and one to two of figures (the figures of that
-run were not timed: the device time ran out). On 2 CPU cores each miiii run would take 3-4 hours.
-Smoke (--smoke): p = 71, d 64, 70 % train, 3k (nanda) / 5k (miiii) steps, every role but the appendix's
-no-dropout run (add it with --roles); measured 14.9 minutes on 2 CPU cores on a fresh
-clone (13.8 training, 1.1 figures); results.md records each invocation's wall time and the load.
+d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code): GPU work, hours on a CPU. Smoke
+(--smoke): p = 71, d 64, 70 % train, 3k (nanda) / 5k (miiii) steps, every role but the appendix's no-dropout run
+unless --roles names it. Each results.md's provenance table records its training and report wall time, the
+machine and its load: the measured figure for that bundle.
 
-Expected result (results.md). Full scale, measured on the H100 (seed 0): all 29 miiii tasks grok, small
-primes first (2, 3, 7 by step 289, then 5 at 8,867: 113 = 1 mod 7, so n mod 7 is the plain sum x0 + x1),
-the other 25 between steps 12,661 and 43,574 (median 25,593); positional embeddings correlate +0.98 (nanda)
-and -0.92 (miiii); singular values for 50 % / 90 % of the sum of sigma: nanda 7 / 45, miiii 40 / 78 (paper
-5 / 49 and 35 / 73); miiii's heads attend to one digit each; the basis run stays at chance; the masked run
-groks 11, 13, 17 first; without grokfast 28/29 still grok, later. Not reproduced: the spike of active MLP
-frequencies (Table 3), and with the text's 30 % train only q = 2 and 3 grok in 65,536 steps.
-CPU scale: q = 2, 3, 5, 7 grok in that order and the structural claims hold; only 1 of the other 15 tasks
-groks in 5k steps, so the claims about the rest, the masked run and Table 3 read "no" there.
+Expected result: results.md, each claim judged as written over the seeds (results/paper-cpu/results.md and
+results/paper-cpu-original/results.md are the committed CPU-scale ones; no full-scale bundle is committed yet).
+`python -m miiii.report BUNDLE` regenerates a results.md from the bundle's summaries/ without the runs.
 """
 
 from __future__ import annotations
