@@ -83,8 +83,9 @@ paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed
 	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
-report: $(STAMP)  ## regenerate every paper bundle's results.md from its committed summaries/ (seconds, no training)
+report: $(STAMP)  ## regenerate every bundle's tables from its committed records (results.md, the book's tables; seconds, no training)
 	$(BIN)/python -m miiii.report $(PAPER_BUNDLES)
+	$(BIN)/python -m experiments.book.bundle results/book --figures
 
 ALL_ROLES := nanda miiii masked basis nogrokfast nodropout
 results: $(STAMP)  ## retrain the paper bundles (both variants, 3 seeds, all six roles), redraw, report, README table; times each

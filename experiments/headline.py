@@ -56,7 +56,7 @@ def book_rows(path: Path) -> list[tuple[str, str]]:
     """(claim, verdict) of every '| claim | rule | measured | verdict |' table of a book bundle file."""
     rows, inside = [], False
     for line in path.read_text().splitlines():
-        if line.startswith("| claim | rule | measured | verdict |"):
+        if line.startswith(("| claim | rule | measured | verdict |", "| claim | source | rule | measured | verdict |")):
             inside = True
         elif inside and line.startswith("| ---"):
             continue

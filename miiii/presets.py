@@ -169,11 +169,10 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     "reversal-97": (_REVERSAL_97, "the book's reversal with optax's warm-up and 97 full batches an epoch (as "
                                   "results/book/seeds.md measured it)"),
     # The book gives no weight decay (its presets take PyTorch's AdamW default, 0.01). Swept over seeds x 0, 0.01,
-    # 0.1, 1 (python -m experiments.book --unstated; results/book/unstated.md): 0.1 grokked 7 of 8 seeds within the 150
-    # epochs (0.01: 5 of 8, 0 and 1: none), 6 of 8 after a plateau as the book's curve does.
+    # 0.1, 1 (python -m experiments.book --unstated; results/book/unstated.md, whose counts a test holds this to).
     "addition-wd0.1": (set_fields(_ADDITION_97, optim=dict(weight_decay=0.1)),
-                       "the book's addition at weight decay 0.1 (the book states none): 7 of 8 swept seeds grokked "
-                       "within 150 epochs, the most of the settings tried"),
+                       "addition-97 at weight decay 0.1 (the book states none): of the settings swept in "
+                       "results/book/unstated.md, the one that grokked the most seeds within 150 epochs"),
     # The book's loop draws its batches with PyTorch's DataLoader, which keeps the last 336 pairs as a 98th batch;
     # `addition-97` drops them (97 full batches). `python -m experiments.book --gap` asks whether that changes the
     # outcome.

@@ -52,3 +52,20 @@ def to_jsonable(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+def read_provenance_table(text: str) -> dict:
+    """The rows of the first provenance table in a markdown text (`provenance_table`'s inverse, for a bundle whose
+    provenance lives only in its generated file)."""
+    lines = text.splitlines()
+    try:
+        i = lines.index("| provenance | |")
+    except ValueError:
+        return {}
+    out = {}
+    for line in lines[i + 2:]:
+        if not line.startswith("| "):
+            break
+        key, value = line[2:-2].split(" | ", 1)
+        out[key] = value
+    return out

@@ -128,3 +128,26 @@ def test_book_same_start_bundle_pairs_every_start_with_pytorchs_run_and_names_it
     o = data["outcomes"]
     assert o["a"]["grokked"] == sum(r["valid_autoregressive_acc"] >= 0.99 for r in runs)
     assert ("**differ**" in text) == o["differ"] == (min(o["p_grokked"], o["p_jump"]) < 0.05)
+
+
+def test_book_tables_regenerate_from_their_committed_records():
+    """seeds.md, unstated.md and gap.md are what experiments.book.bundle makes of the committed JSON records."""
+    from experiments.book.bundle import regenerate
+
+    texts = regenerate(ROOT / "results" / "book")
+    assert set(texts) == {"seeds.md", "unstated.md", "gap.md"}
+    for name, text in texts.items():
+        assert (ROOT / "results" / "book" / name).read_text() == text, f"results/book/{name} differs from its records"
+
+
+def test_the_book_weight_decay_rule_needs_its_control():
+    from experiments.book.records import rule_stays_memorizing
+
+    def run(grok, loss):
+        return {"valid_autoregressive_acc": 1.0 if grok else 0.1, "final_epoch_loss": loss, "loss_floor": 0.96}
+
+    control = [run(True, 0.96), run(False, 1.15)]
+    assert rule_stays_memorizing([run(False, 0.5), run(False, 0.4)], control) is True  # memorises, never groks
+    assert rule_stays_memorizing([run(False, 1.36), run(False, 1.4)], control) is False  # a plateau, no memorising
+    assert rule_stays_memorizing([run(False, 0.5), run(True, 0.96)], control) is False  # one seed groks
+    assert rule_stays_memorizing([run(False, 0.5)], [run(False, 1.15)]) is None  # the control does not grok either

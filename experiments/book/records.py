@@ -65,6 +65,16 @@ def distribution(runs: list[dict], budget: int) -> dict:
                 edge_cases=[f"{r.get('edge_cases', '–')}/{r.get('n_edge_cases', '–')}" for r in runs])
 
 
+def rule_stays_memorizing(no_wd: list[dict], control: list[dict]) -> bool | None:
+    """holds if at weight decay 0 no seed groks (≥ 99 % autoregressive) within the budget and every seed memorises
+    (its final training loss below the loss floor, which only a model that memorises training pairs reaches),
+    while at the book's weight decay 0.01 (the control) at least one seed groks; not testable when the control does
+    not grok either. "Indefinitely" is judged within the budget only."""
+    if not no_wd or not any(r["valid_autoregressive_acc"] >= 0.99 for r in control):
+        return None
+    return all(r["valid_autoregressive_acc"] < 0.99 and r["final_epoch_loss"] < r["loss_floor"] for r in no_wd)
+
+
 def agree(a: dict, b: dict) -> bool:
     """Two jump-epoch distributions agree: as many seeds (±1) grok, and the medians (a seed that never jumps
     counted just past the budget) lie within AGREE_EPOCHS epochs."""
