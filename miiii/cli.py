@@ -103,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how long a process waits for all N to join (default 300, jax's own) before it gives up "
                     "with an error, exit status 2; it says what it waits for, and Ctrl-C stops the wait")
 
-    pr = sub.add_parser("presets", help="list the presets, one line each", description="List the presets.")
+    pr = sub.add_parser("presets", help="list the presets, one line each; or one preset's whole config",
+                        description="List the presets, or print the whole config of the ones named (every "
+                                    "section.key = value, the form --set takes).")
+    pr.add_argument("names", nargs="*", metavar="NAME", help="presets to print in full (default: list them all)")
     pr.add_argument("--keys", action="store_true", help="also list every config key with its default")
 
     fg = sub.add_parser("figures", help="draw every paper figure the given run directories support",
@@ -171,6 +174,15 @@ def cmd_export_tl(args) -> int:
 
 
 def cmd_presets(args) -> int:
+    for name in args.names:
+        cfg, desc = get_preset(name), PRESETS[name][1]  # get_preset: an unknown name is one error line
+        print(f"# {name}: {desc}")
+        for sec, values in cfg.to_dict().items():
+            for key, value in values.items():
+                print(f"{sec}.{key} = {value!r}")
+        print(f"# train it: python -m miiii train --preset {name} [--set KEY=VALUE ...]")
+    if args.names:
+        return 0
     width = max(map(len, PRESETS))
     for name, (_, desc) in PRESETS.items():
         print(f"{name:<{width}}  {desc}")
@@ -227,7 +239,30 @@ def cmd_train(args) -> int:
     summary = train_run(cfg, run_dir, progress=not args.no_progress, record_budget=budget,
                         tensorboard=args.tensorboard, profile=args.profile)
     print_summary(summary, run_dir)
+    link_latest(run_dir)
+    print_next(run_dir)
     return 0
+
+
+def link_latest(run_dir: Path) -> None:
+    """RUN_DIR's parent/latest -> RUN_DIR (a symlink, replaced atomically): the README's code loads `runs/latest`
+    whatever name `make train` gave the run. Best effort: a file system without symlinks just has none."""
+    link = run_dir.parent / "latest"
+    if link.exists() and not link.is_symlink():
+        return  # a real file or folder called latest is the user's, never replaced
+    tmp = run_dir.parent / f".latest-{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def print_next(run_dir: Path) -> None:
+    print(f"next: python -m miiii figures {run_dir} --out {run_dir}/figures   # every figure the run supports\n"
+          f"      python -c \"import miiii; run = miiii.load_run('{run_dir}'); print(run.summary['grok_step'])\"\n"
+          f"      docs/extending.md: the run in JAX (hooks, caches, interventions, params_at)")
 
 
 def processes(args) -> tuple | None:

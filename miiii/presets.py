@@ -182,12 +182,12 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     "nanda-tiny": (
         set_fields(_NANDA, task=dict(p=37, train_frac=0.5, valid_size=300), model=dict(d_model=64, d_mlp=256),
                    optim=dict(lr=3e-3, grokfast="ema", lamb=2.0), train=dict(steps=1500, chunk=250), ckpt=NO_LOG),
-        "(x0 + x1) mod 37, d 64, grokfast: groks in ~1.5k steps (seconds on a CPU)",
+        "(x0 + x1) mod 37, d 64, grokfast, 1.5k steps (seconds on a CPU)",
     ),
     "miiii-tiny": (
         set_fields(_MIIII, task=dict(p=23, train_frac=0.7, valid_size=100), model=dict(d_model=64),
                    optim=dict(lr=1e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=3000, chunk=500), ckpt=NO_LOG),
-        "x0 + x1*23 mod {2..19}, d 64, grokfast: q = 2 and 3 generalise within 3k steps (seconds)",
+        "x0 + x1*23 mod {2..19}, d 64, grokfast, 3k steps (seconds on a CPU): the smallest q generalise first",
     ),
     "addition-tiny": (
         set_fields(_ADDITION_97, task=dict(n_digits=2, n_train=8000, n_valid=1000), optim=dict(weight_decay=0.1),
@@ -217,7 +217,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
         # 3,000 steps in ~52 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
         set_fields(_NANDA, task=dict(p=59, train_frac=0.5), optim=dict(lr=3e-3, grokfast="ema", lamb=2.0),
                    train=dict(steps=3000, chunk=250), ckpt=NO_LOG),
-        "make train's default: (x0 + x1) mod 59, d 128, grokfast: memorises by step 100, groks by ~750 (~1 min)",
+        "make train's default: (x0 + x1) mod 59, d 128, grokfast, 3k steps (a minute on a CPU): memorises, then groks",
     ),
     # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the
     # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).

@@ -43,6 +43,8 @@ def test_train_writes_the_documented_run_directory(tmp_path):
     assert {"wall_s", "steps_per_s", "device", "n_params", "final"} <= set(summary)
     assert len(summary["final"]["test"]["task_acc"]) == len(qs)
     assert "run directory" in res.stdout
+    assert (tmp_path / "latest").is_symlink() and (tmp_path / "latest").resolve() == run.resolve()
+    assert f"next: python -m miiii figures {run}" in res.stdout
 
 
 def test_presets_lists_every_preset():
@@ -53,6 +55,23 @@ def test_presets_lists_every_preset():
     for name in PRESETS:
         assert any(line.startswith(name + " ") for line in res.stdout.splitlines())
     assert "optim.lamb" in res.stdout
+
+
+def test_presets_name_prints_its_whole_config_as_set_takes_it():
+    from miiii.config import apply_overrides
+    from miiii.presets import get_preset
+
+    res = cli("presets", "nanda-tiny")
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if not ln.startswith("#")]
+    sets = [ln.replace(" = ", "=", 1) for ln in lines if "=" in ln]
+    want = get_preset("nanda-tiny")
+    assert len(sets) == sum(len(v) for v in want.to_dict().values())
+    plain = [s for s in sets if "(" not in s and "[" not in s]  # tuples print as Python; the rest as --set takes it
+    assert apply_overrides(get_preset("nanda"), [s.replace("'", "") for s in plain
+                                                  if not s.startswith(("record.", "ckpt."))]).task == want.task
+    bad = cli("presets", "nanda-tinyy")
+    assert bad.returncode == 2 and "did you mean 'nanda-tiny'" in bad.stderr
 
 
 BAD = [

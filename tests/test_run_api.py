@@ -121,8 +121,8 @@ def test_the_readme_example_runs(capsys):
     the two losses; ablating every neuron it names must raise the loss."""
     run = finished_run("nanda-tiny")
     code = readme_example()
-    assert '"runs/nanda"' in code
-    exec(compile(code.replace('"runs/nanda"', repr(str(run.path))), "README example", "exec"), {})
+    assert '"runs/latest"' in code
+    exec(compile(code.replace('"runs/latest"', repr(str(run.path))), "README example", "exec"), {})
     out = capsys.readouterr().out
     before, after = (float(v) for v in re.search(r"loss ([-+\de.]+) -> ([-+\de.]+)", out).groups())
     assert after > before
