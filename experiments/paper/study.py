@@ -247,13 +247,14 @@ def study(args) -> int:
         stale.unlink()
     paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
-    run_s = sum(r.summary.get("wall_s", 0.0) for r in first.values())
+    every = [r for rs in runs.values() for r in rs]
+    run_s = sum(r.summary.get("wall_s", 0.0) for r in every)  # each run's own training loop, wherever it ran
     notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Figures are drawn from each role's "
              f"first (recorded) seed: {len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`.")
     prov = paper_provenance(runs, args) | {
         "wall time": f"{wall / 60:.1f} min ({t_train / 60:.1f} min training{', reused runs' if args.reuse else ''}, "
-                     f"{(wall - t_train) / 60:.1f} min figures and report); the recorded runs' own training loops "
-                     f"took {run_s / 60:.1f} min",
+                     f"{(wall - t_train) / 60:.1f} min figures); the {len(every)} runs' own training loops took "
+                     f"{run_s / 60:.1f} min in all",
         "host": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
     path = write_results(runs, out, notes=notes, provenance=prov)
     print(path.read_text())
