@@ -288,7 +288,7 @@ def processes(args) -> tuple | None:
 
 def cmd_sweep(args) -> int:
     with deferred_interrupts():
-        from miiii.sweep import join_processes, make_members, parse_grid, run_sweep
+        from miiii.sweep import join_processes, make_members, member_rows, parse_grid, run_sweep
 
     args.seed = None
     cfg = resolve_config(args)
@@ -314,6 +314,14 @@ def cmd_sweep(args) -> int:
         diverged = (f", diverged {len(gone)}/{len(pt['grok_steps'])} (at step {', '.join(map(str, gone))})"
                     if gone else "")
         print(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}{diverged}, grokking step {mean}{std}")
+    table = member_rows(res["members"], list(grid))
+    cols = list(table[0]) if table else []
+    shown_rows = [[("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)) for v in r.values()]
+                  for r in table]
+    widths = [max(len(c), *(len(r[i]) for r in shown_rows)) for i, c in enumerate(cols)]
+    print(f"members ({out / 'members.csv'}):")
+    for r in [cols, *shown_rows]:
+        print("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)))
     return 0
 
 

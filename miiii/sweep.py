@@ -43,7 +43,7 @@ from miiii.analysis import grok_steps, last_evaluated
 from miiii.claim import RunClaim, check_new
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
 from miiii.errors import raise_interrupt
-from miiii.files import write_json_atomic
+from miiii.files import write_json_atomic, write_text_atomic
 from miiii.integrity import finish_files
 from miiii.metricslog import MetricsLog
 from miiii.rundir import (
@@ -382,10 +382,43 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
                   wall_s=round(wall, 3), member_steps_per_s=round(n * steps / wall, 1), members=rows, points=points)
     if writer:
         write_json_atomic(out_dir / "sweep.json", result)
+        write_text_atomic(out_dir / "members.csv", members_csv(rows, keys))
         plot_grok_steps(points, steps, out_dir / "grok_steps.png")
     if jax.process_count() > 1:  # the others wait for process 0's files here, not in jax's shutdown barrier (5 min)
         multihost_utils.sync_global_devices("miiii sweep: files written")
     return result
+
+
+MEMBER_COLUMNS = ("member", "seed", "train_acc", "valid_acc", "train_loss", "valid_loss", "grok_step", "diverged_at")
+
+
+def member_rows(rows: list[dict], keys: list[str]) -> list[dict]:
+    """One row per member: its seed, every grid key's value, its final (after the last update) train / valid
+    accuracy (mean over tasks) and loss, the step every task had grokked by (empty: not all did) and the step it
+    diverged at (empty: it did not)."""
+    out = []
+    for r in rows:
+        f = r["final"]
+        row = {"member": r["member"], "seed": r["seed"]} | {k: r["values"][k] for k in keys}
+        row |= {f"{split}_acc": round(float(np.mean(f[split]["task_acc"])), 6) for split in ("train", "valid")}
+        row |= {f"{split}_loss": round(float(f[split]["loss"]), 6) for split in ("train", "valid")}
+        row |= {"grok_step": r["grok_step_all"], "diverged_at": r["diverged_at"]}
+        out.append(row)
+    return out
+
+
+def members_csv(rows: list[dict], keys: list[str]) -> str:
+    """OUT/members.csv: `member_rows` with a header (pandas.read_csv or csv.DictReader read it)."""
+    import csv
+    import io
+
+    table = member_rows(rows, keys)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=[*MEMBER_COLUMNS[:2], *keys, *MEMBER_COLUMNS[2:]], lineterminator="\n")
+    w.writeheader()
+    for row in table:
+        w.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
 
 
 def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:

@@ -49,6 +49,19 @@ def test_members_equal_solo_runs(tmp_path):
         for k in ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc"):
             assert np.array_equal(log[k], np.load(tmp_path / "sw" / f"member_{i:03d}" / "metrics.npz")[k][rows]), k
     assert (tmp_path / "sw" / "grok_steps.png").stat().st_size > 0
+    # members.csv: one row per member, its seed and grid values, its summary's final numbers
+    import csv
+
+    table = list(csv.DictReader((tmp_path / "sw" / "members.csv").open()))
+    assert [int(r["member"]) for r in table] == list(range(8))
+    assert list(table[0]) == ["member", "seed", *grid, "train_acc", "valid_acc", "train_loss", "valid_loss",
+                              "grok_step", "diverged_at"]
+    for r in table:
+        summ = json.loads((tmp_path / "sw" / f"member_{int(r['member']):03d}" / "summary.json").read_text())
+        assert int(r["seed"]) == summ["seed"] and all(float(r[k]) == summ["values"][k] for k in grid)
+        assert float(r["valid_loss"]) == pytest.approx(summ["final"]["valid"]["loss"], rel=1e-5)
+        assert float(r["train_acc"]) == pytest.approx(np.mean(summ["final"]["train"]["task_acc"]), rel=1e-5)
+        assert r["grok_step"] == ("" if summ["grok_step_all"] is None else str(summ["grok_step_all"]))
     # the summary's final accuracy is the last *evaluated* row (eval_every 5: step 24 has no evaluation)
     summ = json.loads((tmp_path / "sw" / "member_000" / "summary.json").read_text())
     va = m[0]["valid_acc"]
