@@ -64,3 +64,46 @@ def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
         return np.arange(n)
     pos = np.geomspace(1, n, k) - 1 if log else np.linspace(0, n - 1, k)
     return np.unique(np.round(pos).astype(int))
+
+
+def drawn_texts(fig) -> list:
+    """The texts a draw of `fig` actually puts on the page (visible, non-empty, tick labels of ticks in view only):
+    each `Text` the renderer is asked to draw."""
+    renderer = fig.canvas.get_renderer()
+    texts = []
+    draw_text = renderer.draw_text
+
+    def recording(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if mtext is not None and s.strip() and mtext not in texts:
+            texts.append(mtext)
+        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = recording
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text
+    return texts
+
+
+def layout_problems(fig, tolerance: float = 1.0) -> list[str]:
+    """What a reader would see wrong with `fig`'s text as drawn: two texts (titles, axis and tick labels, colour bar
+    labels, legend entries, annotations) whose boxes overlap by more than `tolerance` pixels, or a text reaching past
+    the figure's edge (cut off). Empty when the layout is clean; the figures' test asks it of every figure."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in drawn_texts(fig)]
+    problems = []
+    page = fig.bbox.padded(tolerance)
+    for text, bb in boxes:
+        if not (page.x0 <= bb.x0 and bb.x1 <= page.x1 and page.y0 <= bb.y0 and bb.y1 <= page.y1):
+            problems.append(f"cut off: {text!r} at {_box(bb)}, the figure is {_box(fig.bbox)}")
+    shrunk = [(text, bb.padded(-tolerance)) for text, bb in boxes]
+    for i, (a, ba) in enumerate(shrunk):
+        for b, bb in shrunk[i + 1:]:
+            if ba.overlaps(bb):
+                problems.append(f"overlap: {a!r} at {_box(ba)} and {b!r} at {_box(bb)}")
+    return problems
+
+
+def _box(bb) -> str:
+    return f"({bb.x0:.0f}, {bb.y0:.0f})-({bb.x1:.0f}, {bb.y1:.0f})"
