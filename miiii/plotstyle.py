@@ -43,16 +43,35 @@ def is_grid(run: Run) -> bool:
     return not run.config.task.is_sequence
 
 
-def grid_ax(ax, values, p, title, cmap="viridis", annotate=False):
+def grid_ax(ax, values, p, title, cmap="viridis", annotate=False, cbar="value"):
+    """`values[x0, x1]` as an image (rows x1, columns x0) with axis labels and a colour bar labelled `cbar`."""
     im = ax.imshow(values.T, origin="upper", cmap=cmap)  # rows x1, columns x0
     ax.set_xlabel("x0")
     ax.set_ylabel("x1")
     ax.set_title(title)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(5, integer=True))
     if annotate:
         for i in range(p):
             for j in range(p):
                 ax.text(i, j, str(int(values[i, j])), ha="center", va="center", fontsize=5.5, color="w")
+    colorbar(im, ax, cbar)
     return im
+
+
+def colorbar(mappable, ax, text: str, **kw):
+    """A heat map's colour bar, labelled `text`, beside `ax` (one Axes or several)."""
+    axes = ax if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+    fig = np.ravel(axes)[0].get_figure(root=False)
+    return fig.colorbar(mappable, ax=ax, label=text, **({"fraction": 0.05, "pad": 0.02} | kw))
+
+
+SPARSE = 60  # a curve with fewer evaluated points than this shows each one
+
+
+def markers(n: int) -> dict:
+    """Line keywords for a curve of n points: a dot on each point when they are sparse (< SPARSE)."""
+    return {"marker": "o", "ms": 2.5} if n < SPARSE else {}
 
 
 def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
