@@ -106,7 +106,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
         axes[0].legend(ncol=max(1, math.ceil(len(names) / 10)), fontsize=6, frameon=False, loc="upper left",
                        bbox_to_anchor=(1.01, 1.0))
     what = "accuracy" if kind == "acc" else "cross-entropy"
-    axes[0].set_title(f"{label(run)}: {what} per task")
+    axes[0].set_title(f"{label(run)}\n{what} per task")
     number, stem = ("05", "accuracy") if kind == "acc" else ("06", "loss")
     return save_figure(fig, out, f"fig{number}_{stem}_{label(run)}")
 
@@ -132,7 +132,7 @@ def fig_grad_norms(run: Run, out: Path, max_cols: int = 400, pct: float = 99.0, 
     ax.set_xscale("log")
     ax.set_xlabel("step + 1 (log scale)")
     ax.set_ylabel("weight matrix")
-    ax.set_title(f"{label(run)}: gradient L2 norm per weight matrix")
+    ax.set_title(f"{label(run)}\ngradient L2 norm per weight matrix")
     colorbar(mesh, ax, f"‖∇W‖ / its row's {pct:g}th percentile\n(log scale, clipped to [1e-{decades}, 1])")
     return save_figure(fig, out, f"fig17_grad_norms_{label(run)}")
 
@@ -192,7 +192,7 @@ def fig_singular_vectors(run: Run, out: Path, max_vectors: int = 8) -> list[Path
         v = float(np.abs(U[:, i]).max())
         ax.set_yticks([-v, 0, v], [f"{-v:.2f}", "0", f"{v:.2f}"], fontsize=6)
     axes[-1, 0].set_xlabel("token")
-    axes[0, 0].set_title(f"{label(run)}: top singular vectors of W_E (U columns)")
+    axes[0, 0].set_title(f"{label(run)}\ntop singular vectors of W_E (U columns)")
     return save_figure(fig, out, f"fig09_singular_vectors_{label(run)}")
 
 
@@ -212,7 +212,7 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     a0.set_yticks(ticks, [names[i] for i in ticks], fontsize=6)
     a0.set_xlabel("d_model dimension")
     a0.set_ylabel("Fourier basis vector")
-    a0.set_title(f"{label(run)}: |W_E| in the Fourier basis\n{int(active.sum())} active frequencies "
+    a0.set_title(f"{label(run)}\n|W_E| in the Fourier basis\n{int(active.sum())} active frequencies "
                  f"{np.flatnonzero(active).tolist()}")
     k = np.arange(len(norms))
     a1.bar(k[1:], norms[1:], color=np.where(active[1:], OKABE_ITO[3], OKABE_ITO[0]))
