@@ -239,7 +239,9 @@ def load_runs(run_dirs) -> list[Run]:
 
 
 def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
-    """Draw every figure the given runs support; returns the written paths (PNG and PDF of each)."""
+    """Draw every figure the given runs support; returns the written paths (PNG and PDF of each). The grid
+    illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
+    a sequence task (the book's addition, reversal) gets its curves and gradient norms."""
     out = Path(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
     if blocker is not None and not blocker.is_dir():
@@ -252,8 +254,8 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
-    paths = fig_polar(out) + fig_inputs(out) + fig_targets(out)
-    grid_runs = [r for r in runs if is_grid(r)]
+    grid_runs = [r for r in runs if is_grid(r)]  # the task's family (tasks.TaskSpec.family) says what applies
+    paths = fig_polar(out) + fig_inputs(out) + fig_targets(out) if grid_runs else []  # the p = 11 grid illustrations
     with_acts = []
     for run in runs:
         paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)

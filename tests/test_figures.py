@@ -229,10 +229,8 @@ def _unreadable(fig) -> list[str]:
     return problems
 
 
-def test_every_figure_is_readable(runs, tmp_path, monkeypatch):
-    """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
-    figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
-    ticks, sparse curves their markers."""
+def _checking(monkeypatch) -> dict:
+    """Figure name -> its problems (layout_problems and _unreadable), for every figure saved from now on."""
     found = {}
     save = plotstyle.save_figure
 
@@ -242,6 +240,14 @@ def test_every_figure_is_readable(runs, tmp_path, monkeypatch):
 
     for module in (plotstyle, plots, plots_neurons):
         monkeypatch.setattr(module, "save_figure", checked)
+    return found
+
+
+def test_every_figure_is_readable(runs, tmp_path, monkeypatch):
+    """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
+    figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
+    ticks, sparse curves their markers."""
+    found = _checking(monkeypatch)
     plots.draw_all([runs["nanda"], runs["miiii"]], tmp_path)
     assert len(found) == len(list(tmp_path.glob("*.png"))) > 20
     grok = [{"values": {"optim.lr": lr, "optim.weight_decay": wd}, "grok_steps": [120, None, 300], "mean": 210.0,
@@ -267,3 +273,17 @@ def test_layout_problems_sees_overlaps_and_cut_off_text():
     assert any(p.startswith("cut off: 'a title") for p in problems)
     assert any(p.startswith("overlap: 'here'") and "'there'" in p for p in problems)
     matplotlib.pyplot.close(fig)
+
+
+def test_a_sequence_run_gets_only_the_figures_of_its_task(tmp_path, monkeypatch):
+    """The book's addition has no input grid: `figures` draws its curves and gradient norms, not the p = 11 grid
+    illustrations or any figure over the grid (the task registry's family decides), and those few are readable."""
+    run = tmp_path / "addition"
+    train_run(apply_overrides(get_preset("addition-tiny"), ["steps=20", "train.chunk=20", "train.eval_every=10",
+                                                             "task.n_train=200", "task.n_valid=50",
+                                                             "train.batch_size=64"]), run, progress=False)
+    found = _checking(monkeypatch)
+    assert main(["figures", str(run), "--out", str(tmp_path / "figures")]) == 0
+    stems = ["fig05_accuracy_addition", "fig06_loss_addition", "fig17_grad_norms_addition"]
+    assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == stems
+    assert found == dict.fromkeys(stems, [])
