@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.colors
 import matplotlib.ticker
 
 matplotlib.use("Agg")
@@ -22,7 +23,7 @@ from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.plots_neurons import fig_attention, fig_frequency_ablation, fig_neurons, grid_acts, over_training  # noqa: E402,E501
-from miiii.plotstyle import OKABE_ITO, grid_ax, is_grid, label, sample_steps, save_figure  # noqa: E402
+from miiii.plotstyle import OKABE_ITO, colorbar, grid_ax, is_grid, label, markers, sample_steps, save_figure  # noqa: E402,E501
 from miiii.run import Run, load_run  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
 from miiii.tokens import is_prime  # noqa: E402
@@ -40,7 +41,7 @@ def fig_polar(out: Path, n_max: int = 113**2) -> list[Path]:
             sieve[i * i::i] = False
     sets = [("multiples of 17 and 23", n[(n % 17 == 0) | (n % 23 == 0)]), ("multiples of 11", n[n % 11 == 0]),
             ("primes", n[sieve])]
-    fig, axes = plt.subplots(1, 3, figsize=(10, 3.6), subplot_kw={"projection": "polar"})
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.6), subplot_kw={"projection": "polar"}, layout="constrained")
     for ax, (title, v), c in zip(axes, sets, OKABE_ITO, strict=False):
         ax.scatter(v % (2 * np.pi), v, s=0.4, color=c, linewidths=0)
         ax.set_title(title)
@@ -53,8 +54,8 @@ def fig_polar(out: Path, n_max: int = 113**2) -> list[Path]:
 def fig_inputs(out: Path, p: int = 11) -> list[Path]:
     """Fig. 2: the input grid for p = 11, each cell the number n = x0 + x1 p."""
     x0, x1 = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
-    fig, ax = plt.subplots(figsize=(4.2, 4))
-    grid_ax(ax, x0 + x1 * p, p, f"inputs (x0, x1) as n = x0 + {p}·x1", annotate=True)
+    fig, ax = plt.subplots(figsize=(4.6, 4), layout="constrained")
+    grid_ax(ax, x0 + x1 * p, p, f"inputs (x0, x1) as n = x0 + {p}·x1", annotate=True, cbar="n")
     return save_figure(fig, out, "fig02_inputs_p11")
 
 
@@ -63,10 +64,11 @@ def fig_targets(out: Path, p: int = 11) -> list[Path]:
     x0, x1 = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
     n = x0 + x1 * p
     qs = [q for q in range(2, p) if is_prime(q)]
-    panels = [(f"n mod {q}", n % q) for q in qs] + [(f"nanda: (x0 + x1) mod {p}", (x0 + x1) % p)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.4 * len(panels), 2.7))
-    for ax, (title, v) in zip(axes, panels, strict=True):
-        grid_ax(ax, v, p, title)
+    panels = [(f"n mod {q}", f"n mod {q}", n % q) for q in qs]
+    panels += [(f"nanda: (x0 + x1) mod {p}", f"(x0 + x1) mod {p}", (x0 + x1) % p)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.9 * len(panels), 2.9), layout="constrained")
+    for ax, (title, what, v) in zip(axes, panels, strict=True):
+        grid_ax(ax, v, p, title, cbar=what)
     fig.suptitle(f"targets over the p = {p} grid (miiii: one task per prime q < p)")
     return save_figure(fig, out, "fig03_targets_p11")
 
@@ -85,7 +87,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
     and 29 tasks x 65,536 steps of vector lines take a quarter of a minute per figure (mostly the PDF)."""
     m = run.metrics
     names = [str(s) for s in m["task_names"]]
-    fig, axes = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True, layout="constrained")
     for ax, split in zip(axes, ("train", "valid"), strict=True):
         y = np.asarray(m[f"{split}_{kind}"])
         rows = np.flatnonzero(~np.isnan(y).all(1))  # evaluated steps (validation may run every k steps)
@@ -93,7 +95,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
         step = m["step"][rows] + 1  # log axis: step t is drawn at t + 1
         for k, (nm, c) in enumerate(zip(names, _task_colours(names), strict=True)):
             ok = ~np.isnan(y[rows, k])
-            ax.plot(step[ok], y[rows, k][ok], color=c, lw=1, label=nm)
+            ax.plot(step[ok], y[rows, k][ok], color=c, lw=1, label=nm, **markers(int(ok.sum())))
         ax.set_xscale("log")
         unit = "accuracy" if kind == "acc" else task_spec(run.config.task.name).loss_unit
         ax.set_ylabel(f"{split} {unit}")
@@ -104,29 +106,34 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
         axes[0].legend(ncol=max(1, math.ceil(len(names) / 10)), fontsize=6, frameon=False, loc="upper left",
                        bbox_to_anchor=(1.01, 1.0))
     what = "accuracy" if kind == "acc" else "cross-entropy"
-    axes[0].set_title(f"{label(run)}: {what} per task")
+    axes[0].set_title(f"{label(run)}\n{what} per task")
     number, stem = ("05", "accuracy") if kind == "acc" else ("06", "loss")
     return save_figure(fig, out, f"fig{number}_{stem}_{label(run)}")
 
 
-def fig_grad_norms(run: Run, out: Path, max_cols: int = 400) -> list[Path]:
-    """Fig. 17: L2 norm of the raw gradient of each weight matrix over training, each row normalised to its
-    maximum (log-spaced steps, at most `max_cols` of them). Runs from before grad_norm was recorded: none."""
+def fig_grad_norms(run: Run, out: Path, max_cols: int = 400, pct: float = 99.0, decades: int = 3) -> list[Path]:
+    """Fig. 17: L2 norm of the raw gradient of each weight matrix over training (log-spaced steps, at most `max_cols`
+    of them), each row divided by its own `pct`-th percentile on a log colour scale of `decades` decades: one spike
+    saturates its own cell (clipped at 1) instead of darkening the rest of its row. Runs from before grad_norm was
+    recorded: none."""
     m = run.metrics
     if "grad_norm" not in m or "grad_names" not in m:
         return []
     norms, names = np.asarray(m["grad_norm"], np.float64), [str(s) for s in m["grad_names"]]
     idx = sample_steps(len(norms), max_cols, log=True)
-    rows = norms[idx].T / np.maximum(norms.max(0), 1e-30)[:, None]  # (matrices, steps), each row's max -> 1
-    fig, ax = plt.subplots(figsize=(7, 0.28 * len(names) + 1.2))
+    rows = norms[idx].T  # (matrices, steps)
+    scale = np.nanpercentile(np.where(rows > 0, rows, np.nan), pct, axis=1, keepdims=True)
+    rows = np.clip(rows / np.where(np.isfinite(scale) & (scale > 0), scale, 1.0), 10.0 ** -decades, 1.0)
+    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(names) + 1.4), layout="constrained")
     mesh = ax.pcolormesh(m["step"][idx] + 1, np.arange(len(names)), rows, shading="nearest", cmap="viridis",
-                         vmin=0, vmax=1)
+                         norm=matplotlib.colors.LogNorm(10.0 ** -decades, 1.0))
     ax.set_yticks(np.arange(len(names)), names, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("step + 1 (log scale)")
-    ax.set_title(f"{label(run)}: gradient L2 norm per weight matrix (each row / its maximum)")
-    fig.colorbar(mesh, ax=ax, label="‖∇W‖ / max", fraction=0.04, pad=0.02)
+    ax.set_ylabel("weight matrix")
+    ax.set_title(f"{label(run)}\ngradient L2 norm per weight matrix")
+    colorbar(mesh, ax, f"‖∇W‖ / its row's {pct:g}th percentile\n(log scale, clipped to [1e-{decades}, 1])")
     return save_figure(fig, out, f"fig17_grad_norms_{label(run)}")
 
 
@@ -136,17 +143,19 @@ def fig_grad_norms(run: Run, out: Path, max_cols: int = 400) -> list[Path]:
 def fig_positional(runs: list[Run], out: Path) -> list[Path]:
     """Fig. 7: the two positional embeddings (rows 0 and 1 of W_pos) of each run, with their Pearson r."""
     runs = [r for r in runs if "W_pos" in r.params and is_grid(r)]
-    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 1.3 * len(runs) + 0.6), squeeze=False)
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 1.4 * len(runs) + 0.8), squeeze=False, sharex=True,
+                             layout="constrained")
     for ax, run in zip(axes[:, 0], runs, strict=True):
         W = run.params["W_pos"][list(run.config.task.digit_positions)]  # (2, d_model): rows x0, x1
         v = np.abs(W).max()
-        ax.imshow(W, aspect="auto", cmap="RdBu_r", vmin=-v, vmax=v, interpolation="nearest")
+        im = ax.imshow(W, aspect="auto", cmap="RdBu_r", vmin=-v, vmax=v, interpolation="nearest")
         ax.set_yticks([0, 1], ["x0", "x1"])
+        ax.set_ylabel("position")
+        colorbar(im, ax, "weight")
         ax.set_title(f"{label(run)} ({run.config.task.name}): Pearson r(x0, x1) = {A.pearson(W[0], W[1]):.2f}",
                      fontsize=9)
     axes[-1, 0].set_xlabel("d_model dimension")
-    fig.suptitle("positional embeddings (paper: nanda r = 0.95, miiii r = -0.64)", y=1.0)
-    fig.tight_layout()
+    fig.suptitle("positional embeddings (paper: nanda r = 0.95, miiii r = -0.64)")
     return save_figure(fig, out, "fig07_positional")
 
 
@@ -154,7 +163,7 @@ def fig_singular_values(runs: list[Run], out: Path) -> list[Path]:
     """Fig. 8: singular values of the token embedding (tokens 0..p-1), marks where 50 % and 90 % of the variance
     (sum sigma^2) is reached; the legend also gives the counts under the original's sum-sigma normalisation."""
     runs = [r for r in runs if is_grid(r)]
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     for run, c in zip(runs, OKABE_ITO, strict=False):
         p = run.config.task.p
         _, S, _ = A.embedding_svd(run.params["W_E"][:p])
@@ -176,13 +185,14 @@ def fig_singular_vectors(run: Run, out: Path, max_vectors: int = 8) -> list[Path
     p = run.config.task.p
     U, S, _ = A.embedding_svd(run.params["W_E"][:p])
     k = min(max(A.variance_count(S, 0.5), 2), max_vectors)
-    fig, axes = plt.subplots(k, 1, figsize=(7, 0.75 * k + 0.6), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(k, 1, figsize=(7, 0.8 * k + 0.9), sharex=True, squeeze=False, layout="constrained")
     for i, ax in enumerate(axes[:, 0]):
         ax.plot(np.arange(p), U[:, i], color=OKABE_ITO[i % len(OKABE_ITO)], lw=1, marker=".", ms=2)
-        ax.set_ylabel(f"u{i + 1}", rotation=0, labelpad=12)
-        ax.set_yticks([])
+        ax.set_ylabel(f"u{i + 1}", rotation=0, labelpad=12, va="center")
+        v = float(np.abs(U[:, i]).max())
+        ax.set_yticks([-v, 0, v], [f"{-v:.2f}", "0", f"{v:.2f}"], fontsize=6)
     axes[-1, 0].set_xlabel("token")
-    axes[0, 0].set_title(f"{label(run)}: top singular vectors of W_E (U columns)")
+    axes[0, 0].set_title(f"{label(run)}\ntop singular vectors of W_E (U columns)")
     return save_figure(fig, out, f"fig09_singular_vectors_{label(run)}")
 
 
@@ -194,13 +204,15 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     coef = np.abs(A.embed_fourier(W))  # (p, d)
     norms = A.freq_norms(W)  # (p//2 + 1,)
     active = A.active_frequencies(norms)
-    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), gridspec_kw={"height_ratios": [2, 1]})
-    a0.imshow(coef, aspect="auto", interpolation="nearest", cmap="viridis")
+    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7.5, 5.4), gridspec_kw={"height_ratios": [2, 1]}, layout="constrained")
+    im = a0.imshow(coef, aspect="auto", interpolation="nearest", cmap="viridis")
+    colorbar(im, a0, "|coefficient|")
     _, names = A.fourier_basis(p)
     ticks = list(range(0, p, max(1, p // 12)))
     a0.set_yticks(ticks, [names[i] for i in ticks], fontsize=6)
     a0.set_xlabel("d_model dimension")
-    a0.set_title(f"{label(run)}: |W_E| in the Fourier basis; {int(active.sum())} active frequencies "
+    a0.set_ylabel("Fourier basis vector")
+    a0.set_title(f"{label(run)}\n|W_E| in the Fourier basis\n{int(active.sum())} active frequencies "
                  f"{np.flatnonzero(active).tolist()}")
     k = np.arange(len(norms))
     a1.bar(k[1:], norms[1:], color=np.where(active[1:], OKABE_ITO[3], OKABE_ITO[0]))
@@ -210,7 +222,6 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     a1.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     a1.set_ylabel("norm")
     a1.legend(fontsize=7, frameon=False)
-    fig.tight_layout()
     return save_figure(fig, out, f"fig11_embed_fft_{label(run)}")
 
 
@@ -228,7 +239,9 @@ def load_runs(run_dirs) -> list[Run]:
 
 
 def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
-    """Draw every figure the given runs support; returns the written paths (PNG and PDF of each)."""
+    """Draw every figure the given runs support; returns the written paths (PNG and PDF of each). The grid
+    illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
+    a sequence task (the book's addition, reversal) gets its curves and gradient norms."""
     out = Path(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
     if blocker is not None and not blocker.is_dir():
@@ -241,8 +254,8 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
-    paths = fig_polar(out) + fig_inputs(out) + fig_targets(out)
-    grid_runs = [r for r in runs if is_grid(r)]
+    grid_runs = [r for r in runs if is_grid(r)]  # the task's family (tasks.TaskSpec.family) says what applies
+    paths = fig_polar(out) + fig_inputs(out) + fig_targets(out) if grid_runs else []  # the p = 11 grid illustrations
     with_acts = []
     for run in runs:
         paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)

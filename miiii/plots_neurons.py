@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.colors
 import matplotlib.ticker
 
 matplotlib.use("Agg")
@@ -19,9 +20,11 @@ from miiii.plotstyle import (  # noqa: E402
     CROP,
     NEURONS,
     OKABE_ITO,
+    colorbar,
     grid_ax,
     is_grid,
     label,
+    markers,
     sample_steps,
     save_figure,
 )
@@ -44,47 +47,55 @@ def top_neurons(neurons: np.ndarray, n: int) -> np.ndarray:
 
 def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14") -> list[Path]:
     """Fig. 4 (n = 1) and Figs. 14-15 (n = 3): MLP neurons (post-ReLU, last position) over the grid (top-left
-    37 x 37 crop) and the |2-D FFT| over the whole grid (zero frequency at the centre)."""
+    37 x 37 crop) and the |2-D FFT| over the whole grid (zero frequency at the centre). One neuron: the two side by
+    side; several: one column each."""
     p = run.config.task.p
     neurons = acts[NEURONS][:, -1]  # (p*p, d_mlp)
     idx = top_neurons(neurons, n)
-    fig, axes = plt.subplots(2, n, figsize=(3.1 * n, 5.8), squeeze=False)
+    shape, size = ((1, 2), (7.4, 3.6)) if n == 1 else ((2, n), (3.5 * n, 6.2))
+    fig, axes = plt.subplots(*shape, figsize=size, squeeze=False, layout="constrained")
+    pairs = [(axes[0, 0], axes[0, 1])] if n == 1 else list(zip(axes[0], axes[1], strict=True))
     c = min(CROP, p)
-    for j, i in enumerate(idx):
+    for (top, bottom), i in zip(pairs, idx, strict=True):
         g = A.to_grid(neurons[:, i], p)  # (p, p) [x0, x1]
-        grid_ax(axes[0, j], g[:c, :c], c, f"neuron {i}")
+        grid_ax(top, g[:c, :c], c, f"neuron {i}", cbar="activation (post-ReLU)")
         spec = A.fft2_grid(g - g.mean())  # centred: the constant would outshine every frequency
         ext = [-(p // 2) - 0.5, p // 2 + 0.5, -(p // 2) - 0.5, p // 2 + 0.5]
-        axes[1, j].imshow(spec.T, cmap="viridis", extent=ext, origin="lower")
-        axes[1, j].set_xlabel("ω0 (x0)")
-        axes[1, j].set_ylabel("ω1 (x1)")
-        axes[1, j].set_title("|2-D FFT| (centred)")
-    fig.suptitle(f"{label(run)}: MLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
-    fig.tight_layout()
+        im = bottom.imshow(spec.T, cmap="viridis", extent=ext, origin="lower")
+        bottom.set_xlabel("ω0 (x0)")
+        bottom.set_ylabel("ω1 (x1)")
+        bottom.set_title(f"neuron {i}: |2-D FFT| (centred)")
+        colorbar(im, bottom, "|FFT coefficient|")
+    fig.suptitle(f"{label(run)}\nMLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
     name = "fig04_neuron" if n == 1 else f"fig{number}_neurons"
     return save_figure(fig, out, f"{name}_{label(run)}")
 
 
 def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
-    """Fig. 18: attention from the output position to x0, per head, over the grid (miiii's heads each attend to
-    one digit; nanda's split evenly)."""
+    """Fig. 18: attention from the output position to x0, per head (columns), over the grid, one row of heads per
+    run (miiii's heads each attend to one digit; nanda's split evenly); one colour scale, 0 to 1, for all."""
     n_heads = max(a["blocks.0.attn.hook_pattern"].shape[1] for _, a in runs_acts)
-    fig, axes = plt.subplots(len(runs_acts), n_heads, figsize=(2.5 * n_heads, 2.6 * len(runs_acts)),
-                             squeeze=False)
-    for row, (run, acts) in zip(axes, runs_acts, strict=True):
+    fig = plt.figure(figsize=(2.6 * n_heads + 1.2, 2.9 * len(runs_acts) + 0.5), layout="constrained")
+    rows = np.atleast_1d(fig.subfigures(len(runs_acts), 1))
+    norm = matplotlib.colors.Normalize(0, 1)
+    for sub, (run, acts) in zip(rows, runs_acts, strict=True):
         p = run.config.task.p
         pat = acts["blocks.0.attn.hook_pattern"][:, :, -1, run.config.task.digit_positions[0]]  # (p*p, H): -> x0
-        for h, ax in enumerate(row):
+        axes = sub.subplots(1, n_heads, squeeze=False)[0]
+        c = min(CROP, p)
+        for h, ax in enumerate(axes):
             if h >= pat.shape[1]:
-                ax.axis("off")
+                ax.set_visible(False)
                 continue
-            c = min(CROP, p)
-            ax.imshow(A.to_grid(pat[:, h], p)[:c, :c].T, vmin=0, vmax=1, cmap="viridis")
-            ax.set_title(f"{label(run)} head {h}: mean {pat[:, h].mean():.2f}", fontsize=8)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            im = ax.imshow(A.to_grid(pat[:, h], p)[:c, :c].T, norm=norm, cmap="viridis")
+            ax.set_title(f"head {h}: mean {pat[:, h].mean():.2f}", fontsize=8)
+            ax.set_xlabel("x0")
+            ax.set_ylabel("x1")
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_major_locator(matplotlib.ticker.MaxNLocator(4, integer=True))
+        sub.suptitle(f"{label(run)} ({run.config.task.name}, {c} x {c} crop)", fontsize=9)
+        colorbar(im, list(axes[:pat.shape[1]]), "attention to x0", fraction=0.03)
     fig.suptitle("attention from the output position to x0 (0: all on x1 or '=', 1: all on x0)")
-    fig.tight_layout()
     return save_figure(fig, out, "fig18_attention")
 
 
@@ -112,33 +123,52 @@ def dominance_over_time(neurons: np.ndarray, p: int) -> np.ndarray:
 
 def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> list[Path]:
     """Fig. 16: frequency dominance of the MLP neurons over training (top) and the number of active frequencies
-    (above mean + 2 std, bottom); the paper's Table 3 has 0, 0, 10, 18, 10 at 256 ... 65,536 epochs."""
+    (above mean + 2 std, bottom); the paper's Table 3 has 0, 0, 10, 18, 10 at 256 ... 65,536 epochs.
+
+    Steps on a symlog axis: linear from 0 to the first recorded step after 0, logarithmic above, so step 0 is one
+    narrow column at the left instead of the half of a log axis that step + 1 = 1 would take."""
+    steps = np.asarray(steps)
     n_active = A.active_frequencies(dom).sum(-1)
-    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 4.8), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    x = steps + 1
-    a0.pcolormesh(x, np.arange(dom.shape[1]), (dom / dom.max(1, keepdims=True)).T, shading="nearest",
-                  cmap="viridis")
+    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7.5, 5), sharex=True, gridspec_kw={"height_ratios": [2, 1]},
+                                 layout="constrained")
+    first = int(steps[steps > 0].min()) if (steps > 0).any() else 1
+    a0.set_xscale("symlog", linthresh=first, linscale=0.5)
+    edges = _cell_edges(a0.xaxis.get_transform(), steps)
+    mesh = a0.pcolormesh(edges, np.arange(dom.shape[1] + 1) - 0.5, (dom / dom.max(1, keepdims=True)).T,
+                         shading="flat", cmap="viridis")
+    a0.set_xlim(edges[0], edges[-1])
     a0.set_ylabel("frequency ω")
     a0.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    a0.set_title(f"{name}: MLP frequency dominance over training (each step normalised)")
-    a1.plot(x, n_active, color=OKABE_ITO[3])
+    a0.set_title(f"{name}\nMLP frequency dominance over training")
+    colorbar(mesh, a0, "dominance / its step's maximum")
+    a1.plot(steps, n_active, color=OKABE_ITO[3], **markers(len(steps)))
     a1.set_ylabel("|ω| active")
-    a1.set_xscale("log")
-    a1.set_xlabel("step + 1 (log scale)")
+    a1.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4, integer=True))
+    a1.set_xlabel(f"step (symlog axis: linear from 0 to {first:,}, logarithmic above)")
     return save_figure(fig, out, f"fig16_frequency_dominance_{name}")
+
+
+def _cell_edges(transform, x: np.ndarray) -> np.ndarray:
+    """Edges of cells centred on the sorted x (n,) -> (n + 1,), halfway between neighbours on the axis as drawn
+    (`transform`: the axis scale's), the outer ones as far out as the inner half-gaps."""
+    t = transform.transform(np.asarray(x, np.float64).reshape(-1, 1))[:, 0]
+    gap = np.diff(t) if len(t) > 1 else np.ones(1)
+    mid = np.concatenate([[t[0] - gap[0] / 2], (t[1:] + t[:-1]) / 2, [t[-1] + gap[-1] / 2]])
+    return transform.inverted().transform(mid.reshape(-1, 1))[:, 0]
 
 
 def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str) -> list[Path]:
     """Nanda et al. 2023's progress measures over training: train/test/restricted/excluded loss and Gini."""
-    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), sharex=True, layout="constrained")
+    dots = markers(len(steps))
     for (k, lbl), c in zip([("train_loss", "train"), ("test_loss", "test"), ("restricted_loss", "restricted"),
                             ("excluded_loss", "excluded")], OKABE_ITO, strict=False):
-        a0.plot(steps, measures[k], color=c, label=lbl)
+        a0.plot(steps, measures[k], color=c, label=lbl, **dots)
     a0.set_yscale("log")
     a0.set_ylabel("cross-entropy")
     a0.legend(frameon=False, fontsize=7)
-    a0.set_title(f"{name}: progress measures (key frequencies {list(map(int, key_freqs))})")
-    a1.plot(steps, measures["gini"], color=OKABE_ITO[2])
+    a0.set_title(f"{name}\nprogress measures (key frequencies {list(map(int, key_freqs))})")
+    a1.plot(steps, measures["gini"], color=OKABE_ITO[2], **dots)
     a1.set_ylabel("Gini of |W_E| Fourier norms")
     a1.ticklabel_format(axis="y", useOffset=False)
     a1.set_xlabel("step")
@@ -181,13 +211,14 @@ def fig_frequency_ablation(run: Run, ablation: dict, out: Path) -> list[Path]:
     (interventions.frequency_ablation): which frequencies each task depends on."""
     d = np.maximum(ablation["loss"] - ablation["base"][None], 0).T  # (tasks, k)
     n_tasks = d.shape[0]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.16 * d.shape[1] + 2), max(2.2, 0.22 * n_tasks + 1.2)))
+    fig, ax = plt.subplots(figsize=(max(6.5, 0.16 * d.shape[1] + 2.5), max(2.4, 0.22 * n_tasks + 1.4)),
+                           layout="constrained")
     im = ax.imshow(d, aspect="auto", interpolation="nearest", cmap="magma",
                    extent=(ablation["k"][0] - 0.5, ablation["k"][-1] + 0.5, n_tasks - 0.5, -0.5))
     ax.set_yticks(range(n_tasks), ablation["tasks"], fontsize=6 if n_tasks > 12 else 8)
     ax.set_xlabel("frequency k removed (every component with ±k in x0 or x1)")
+    ax.set_ylabel("task")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_title(f"{label(run)}: loss increase over the grid when frequency k leaves the MLP neurons", fontsize=8)
-    fig.colorbar(im, ax=ax, label="Δ loss (nats)", fraction=0.04, pad=0.02)
-    fig.tight_layout()
+    ax.set_title(f"{label(run)}\nloss increase over the grid when frequency k leaves the MLP neurons", fontsize=8)
+    colorbar(im, ax, "Δ loss (nats)")
     return save_figure(fig, out, f"fig_freq_ablation_{label(run)}")

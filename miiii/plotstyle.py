@@ -43,16 +43,35 @@ def is_grid(run: Run) -> bool:
     return not run.config.task.is_sequence
 
 
-def grid_ax(ax, values, p, title, cmap="viridis", annotate=False):
+def grid_ax(ax, values, p, title, cmap="viridis", annotate=False, cbar="value"):
+    """`values[x0, x1]` as an image (rows x1, columns x0) with axis labels and a colour bar labelled `cbar`."""
     im = ax.imshow(values.T, origin="upper", cmap=cmap)  # rows x1, columns x0
     ax.set_xlabel("x0")
     ax.set_ylabel("x1")
     ax.set_title(title)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(matplotlib.ticker.MaxNLocator(5, integer=True))
     if annotate:
         for i in range(p):
             for j in range(p):
                 ax.text(i, j, str(int(values[i, j])), ha="center", va="center", fontsize=5.5, color="w")
+    colorbar(im, ax, cbar)
     return im
+
+
+def colorbar(mappable, ax, text: str, **kw):
+    """A heat map's colour bar, labelled `text`, beside `ax` (one Axes or several)."""
+    axes = ax if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+    fig = np.ravel(axes)[0].get_figure(root=False)
+    return fig.colorbar(mappable, ax=ax, label=text, **({"fraction": 0.05, "pad": 0.02} | kw))
+
+
+SPARSE = 60  # a curve with fewer evaluated points than this shows each one
+
+
+def markers(n: int) -> dict:
+    """Line keywords for a curve of n points: a dot on each point when they are sparse (< SPARSE)."""
+    return {"marker": "o", "ms": 2.5} if n < SPARSE else {}
 
 
 def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
@@ -64,3 +83,46 @@ def sample_steps(n: int, k: int, log: bool) -> np.ndarray:
         return np.arange(n)
     pos = np.geomspace(1, n, k) - 1 if log else np.linspace(0, n - 1, k)
     return np.unique(np.round(pos).astype(int))
+
+
+def drawn_texts(fig) -> list:
+    """The texts a draw of `fig` actually puts on the page (visible, non-empty, tick labels of ticks in view only):
+    each `Text` the renderer is asked to draw."""
+    renderer = fig.canvas.get_renderer()
+    texts = []
+    draw_text = renderer.draw_text
+
+    def recording(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if mtext is not None and s.strip() and mtext not in texts:
+            texts.append(mtext)
+        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = recording
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text
+    return texts
+
+
+def layout_problems(fig, tolerance: float = 1.0) -> list[str]:
+    """What a reader would see wrong with `fig`'s text as drawn: two texts (titles, axis and tick labels, colour bar
+    labels, legend entries, annotations) whose boxes overlap by more than `tolerance` pixels, or a text reaching past
+    the figure's edge (cut off). Empty when the layout is clean; the figures' test asks it of every figure."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in drawn_texts(fig)]
+    problems = []
+    page = fig.bbox.padded(tolerance)
+    for text, bb in boxes:
+        if not (page.x0 <= bb.x0 and bb.x1 <= page.x1 and page.y0 <= bb.y0 and bb.y1 <= page.y1):
+            problems.append(f"cut off: {text!r} at {_box(bb)}, the figure is {_box(fig.bbox)}")
+    shrunk = [(text, bb.padded(-tolerance)) for text, bb in boxes]
+    for i, (a, ba) in enumerate(shrunk):
+        for b, bb in shrunk[i + 1:]:
+            if ba.overlaps(bb):
+                problems.append(f"overlap: {a!r} at {_box(ba)} and {b!r} at {_box(bb)}")
+    return problems
+
+
+def _box(bb) -> str:
+    return f"({bb.x0:.0f}, {bb.y0:.0f})-({bb.x1:.0f}, {bb.y1:.0f})"

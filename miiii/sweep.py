@@ -445,8 +445,9 @@ def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(points) + 2), 3.5))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 * len(points) + 3), 3.8), layout="constrained")
     for i, pt in enumerate(points):
         ys = [g if g is not None else steps for g in pt["grok_steps"]]
         xs = i + np.linspace(-0.15, 0.15, len(ys)) if len(ys) > 1 else [i]
@@ -459,15 +460,18 @@ def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
             ax.scatter(xs[gone], ys[gone], c="k", marker="x", s=24, zorder=3)
         if pt["mean"] is not None:
             ax.hlines(pt["mean"], i - 0.3, i + 0.3, color="k", lw=1.5)
-    labels = [_label(pt["values"]) for pt in points]
-    ax.set_xticks(range(len(points)), labels, rotation=30 if len(points) > 3 else 0, ha="right" if len(points) > 3
-                  else "center")
-    ax.set_ylabel("grokking step (all tasks ≥ 0.99 valid acc)")
+    labels = [_label(pt["values"]).replace(", ", "\n") for pt in points]  # a value a line: none runs into the next
+    ax.set_xticks(range(len(points)), labels, fontsize=8)
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    ax.set_xlabel("sweep point")
+    ax.set_ylabel("grokking step\n(all tasks ≥ 0.99 valid acc)")
     ax.set_yscale("log" if steps > 100 else "linear")
     ax.axhline(steps, color="#d55e00", ls=":", lw=1)
-    ax.set_title("grokking step per member (orange: not grokked in the run; x: diverged)")
-    fig.tight_layout()
+    ax.set_title("grokking step per member")
+    key = [Line2D([], [], color="#0072b2", marker="o", ls="", label="grokked"),
+           Line2D([], [], color="#d55e00", marker="o", ls="", label=f"not grokked by step {steps:,} (dotted)"),
+           Line2D([], [], color="k", marker="x", ls="", label="diverged"),
+           Line2D([], [], color="k", lw=1.5, label="mean")]
+    fig.legend(handles=key, loc="outside right upper", fontsize=8, frameon=False)
     fig.savefig(path, dpi=150)
     plt.close(fig)
-
-

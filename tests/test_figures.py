@@ -2,14 +2,19 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import jax
 import matplotlib.axes
+import matplotlib.collections
+import matplotlib.figure
+import matplotlib.image
+import matplotlib.pyplot
 import pytest
 
 from experiments.paper import study as paper
 from miiii import analysis as A
-from miiii import plots
+from miiii import plots, plots_neurons, plotstyle
 from miiii.claims import CLAIMS, VERDICTS, claims, rule_text
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
@@ -21,6 +26,7 @@ from miiii.report import load_summaries, regenerate, write_results
 from miiii.report import main as report_main
 from miiii.run import load_run
 from miiii.runner import prepare, train_run
+from miiii.sweep import plot_grok_steps
 from miiii.train import make_trainer
 from miiii.validate import validate
 
@@ -194,3 +200,90 @@ def test_paper_train_only_trains_and_writes_no_report(tmp_path, capsys):
                        "--out", str(tmp_path), *sets]) == 0
     assert (tmp_path / "runs" / "nanda" / "summary.json").is_file() and not (tmp_path / "results.md").exists()
     assert "run again with --reuse" in capsys.readouterr().out
+
+
+def _unreadable(fig) -> list[str]:
+    """What a reviewer would miss in `fig` besides clean text: a heat map (image or mesh) with no labelled colour bar
+    for its colour scale, an axis with no label or no ticks, a sparse curve (< plotstyle.SPARSE points) drawn without
+    markers."""
+    maps = fig.findobj(lambda a: isinstance(a, (matplotlib.image.AxesImage, matplotlib.collections.QuadMesh)))
+    bars = [m.colorbar for m in maps if m.colorbar is not None]
+    bar_axes = {cb.ax for cb in bars}
+    problems = [f"heat map without a colour bar in {m.axes.get_title()!r}" for m in maps
+                if not any(cb.mappable.norm is m.norm and cb.mappable.cmap == m.cmap for cb in bars)]
+    problems += [f"colour bar without a label beside {cb.mappable.axes.get_title()!r}" for cb in bars
+                 if not (cb.ax.get_ylabel() or cb.ax.get_xlabel()).strip()]
+    for ax in fig.findobj(matplotlib.axes.Axes):
+        if ax in bar_axes or not ax.get_visible() or ax.name == "polar":  # fig. 1's polar scatter: no x or y
+            continue
+        for name, axis, siblings in (("x", ax.xaxis, ax.get_shared_x_axes()), ("y", ax.yaxis, ax.get_shared_y_axes())):
+            if not any(a.get_visible() and getattr(a, f"get_{name}label")() for a in siblings.get_siblings(ax)):
+                problems.append(f"no {name} label on {ax.get_title()!r}")
+            if len(axis.get_majorticklocs()) == 0:
+                problems.append(f"no {name} ticks on {ax.get_title()!r}")
+        for line in ax.get_lines():
+            n = len(line.get_xdata())
+            bare = line.get_marker() in (None, "None", "", " ")
+            if line.get_transform() is ax.transData and 2 < n < plotstyle.SPARSE and bare:
+                problems.append(f"sparse curve {line.get_label()!r} ({n} points) without markers")
+    return problems
+
+
+def _checking(monkeypatch) -> dict:
+    """Figure name -> its problems (layout_problems and _unreadable), for every figure saved from now on."""
+    found = {}
+    save = plotstyle.save_figure
+
+    def checked(fig, out, name):
+        found[name] = plotstyle.layout_problems(fig) + _unreadable(fig)
+        return save(fig, out, name)
+
+    for module in (plotstyle, plots, plots_neurons):
+        monkeypatch.setattr(module, "save_figure", checked)
+    return found
+
+
+def test_every_figure_is_readable(runs, tmp_path, monkeypatch):
+    """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
+    figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
+    ticks, sparse curves their markers."""
+    found = _checking(monkeypatch)
+    plots.draw_all([runs["nanda"], runs["miiii"]], tmp_path)
+    assert len(found) == len(list(tmp_path.glob("*.png"))) > 20
+    grok = [{"values": {"optim.lr": lr, "optim.weight_decay": wd}, "grok_steps": [120, None, 300], "mean": 210.0,
+             "diverged_at": [None, None, 50]} for lr in (1e-3, 3e-3) for wd in (0.1, 1.0)]
+    savefig = matplotlib.figure.Figure.savefig
+
+    def checked_savefig(fig, path, *args, **kw):
+        found[f"{Path(path).stem}_{len(found)}"] = plotstyle.layout_problems(fig) + _unreadable(fig)
+        return savefig(fig, path, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked_savefig)
+    for points in (grok, grok[:1]):
+        plot_grok_steps(points, 1000, tmp_path / "grok_steps.png")
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_layout_problems_sees_overlaps_and_cut_off_text():
+    fig, ax = matplotlib.pyplot.subplots(figsize=(3, 2))
+    ax.set_title("a title far too long to fit in a figure three inches wide, cut off at both ends")
+    ax.text(0.5, 0.5, "here", transform=ax.transAxes)
+    ax.text(0.5, 0.5, "there", transform=ax.transAxes)
+    problems = plotstyle.layout_problems(fig)
+    assert any(p.startswith("cut off: 'a title") for p in problems)
+    assert any(p.startswith("overlap: 'here'") and "'there'" in p for p in problems)
+    matplotlib.pyplot.close(fig)
+
+
+def test_a_sequence_run_gets_only_the_figures_of_its_task(tmp_path, monkeypatch):
+    """The book's addition has no input grid: `figures` draws its curves and gradient norms, not the p = 11 grid
+    illustrations or any figure over the grid (the task registry's family decides), and those few are readable."""
+    run = tmp_path / "addition"
+    train_run(apply_overrides(get_preset("addition-tiny"), ["steps=20", "train.chunk=20", "train.eval_every=10",
+                                                             "task.n_train=200", "task.n_valid=50",
+                                                             "train.batch_size=64"]), run, progress=False)
+    found = _checking(monkeypatch)
+    assert main(["figures", str(run), "--out", str(tmp_path / "figures")]) == 0
+    stems = ["fig05_accuracy_addition", "fig06_loss_addition", "fig17_grad_norms_addition"]
+    assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == stems
+    assert found == dict.fromkeys(stems, [])
