@@ -1,5 +1,5 @@
-"""Command line: `python -m miiii {train,sweep,presets,figures,book,export-adder,export-tl} ...`. Bad input exits
-with status 2 and one message."""
+"""Command line: `python -m miiii {train,sweep,presets,figures,compare,book,export-adder,export-tl} ...`. Bad
+input exits with status 2 and one message."""
 
 from __future__ import annotations
 
@@ -114,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                     help="one or more run directories (nanda, miiii, masked, basis runs compare side by side)")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
+    cp = sub.add_parser("compare", help="overlay several runs' (or sweeps' members') curves and grok steps",
+                        description="Overlay the loss, per-task validation accuracy and grok steps of runs or of a "
+                                    "sweep's members, labelled by the settings that differ between them.")
+    cp.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_OR_SWEEP",
+                    help="run directories and/or sweep directories (a sweep stands for its members); two or more "
+                         "runs in all")
+    cp.add_argument("--out", type=Path, default=Path("compare"), help="output directory (default compare/)")
     bk = sub.add_parser("book", help="the book's evaluation of a finished addition or reversal run",
                         description="Edge cases (ones-first output and a verdict), autoregressive exact match, the "
                         "epoch of the jump and the final loss beside the loss floor; prints them and writes "
@@ -344,6 +351,14 @@ def print_summary(summary: dict, run_dir: Path) -> None:
           + (": " + ", ".join(f"{k}@{v}" for k, v in list(done.items())[:12]) if done else ""))
 
 
+def cmd_compare(args) -> int:
+    from miiii.compare import compare
+
+    paths = compare(args.run_dirs, args.out)
+    print(f"{len(paths)} files in {args.out}: " + ", ".join(p.name for p in paths if p.suffix == ".png"))
+    return 0
+
+
 def cmd_figures(args) -> int:
     from miiii.plots import draw_all
 
@@ -395,7 +410,8 @@ def run_command(args, argv=None) -> int:
     msg = None
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
-                    "book": cmd_book, "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
+                    "compare": cmd_compare, "book": cmd_book, "export-adder": cmd_export_adder,
+                    "export-tl": cmd_export_tl}
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax
                 setup_compile_cache()

@@ -49,6 +49,7 @@ LAYERS = (
     "plotstyle",  # the figures' look and shared helpers
     "plots_neurons",  # figures of the neurons, the attention and their change over training
     "plots",  # the paper's other figures; draw_all
+    "compare",  # several runs' curves and grok steps overlaid
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export
     "cli",

@@ -287,3 +287,27 @@ def test_a_sequence_run_gets_only_the_figures_of_its_task(tmp_path, monkeypatch)
     stems = ["fig05_accuracy_addition", "fig06_loss_addition", "fig17_grad_norms_addition"]
     assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == stems
     assert found == dict.fromkeys(stems, [])
+
+
+def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(runs, tmp_path, monkeypatch):
+    """`compare` takes runs and sweeps (a sweep stands for its members), labels each by the settings that differ,
+    and draws three readable figures; fewer than two runs, or a path that is not a run, is one error line."""
+    from miiii import compare as C
+
+    loaded = [load_run(runs["miiii"]), load_run(runs["basis"])]
+    assert C.labels(loaded) == ["variant=none", "variant=basis"]
+    assert C.labels([loaded[0], loaded[0]]) == [loaded[0].path.name] * 2  # nothing differs: the directory names
+    sweep = tmp_path / "sweep"
+    for i, r in enumerate(("miiii", "basis")):
+        shutil.copytree(runs[r], sweep / f"member_{i:03d}")
+    (sweep / "sweep.json").write_text("{}")
+    assert C.expand([sweep, runs["nanda"]]) == [sweep / "member_000", sweep / "member_001", runs["nanda"]]
+    found = _checking(monkeypatch)
+    monkeypatch.setattr(C, "save_figure", plotstyle.save_figure)  # the checking one
+    assert main(["compare", str(sweep), "--out", str(tmp_path / "cmp")]) == 0
+    assert {p.name for p in (tmp_path / "cmp").glob("*.png")} == {"compare_loss.png", "compare_accuracy.png",
+                                                                   "compare_grok.png"}
+    assert set(found) == {"compare_loss", "compare_accuracy", "compare_grok"}
+    assert {k: v for k, v in found.items() if v} == {}
+    assert main(["compare", str(runs["nanda"])]) == 2  # one run
+    assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run

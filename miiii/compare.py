@@ -1,0 +1,142 @@
+"""Several runs side by side: `python -m miiii compare RUN_OR_SWEEP... --out DIR` overlays their loss and per-task
+validation accuracy curves and their grok steps, each run labelled by the settings that differ between them
+(`lr=0.003, seed 1`), so a sweep's members or a handful of runs read as one study. Reads the run directories only
+(numpy and matplotlib; no jax).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from miiii.analysis import grok_steps
+from miiii.config import ConfigError
+from miiii.plotstyle import OKABE_ITO, markers, plt, save_figure
+from miiii.run import Run, load_run
+
+MAX_TASK_PANELS = 12  # per-task accuracy panels (miiii has 29 tasks at p = 113): the first ones, then the mean
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Run directories: a sweep directory (it has sweep.json) stands for its members, in member order."""
+    out = []
+    for p in map(Path, paths):
+        if (p / "sweep.json").is_file():
+            members = sorted(d for d in p.glob("member_*") if d.is_dir())
+            if not members:
+                raise ConfigError(f"{p} is a sweep without member directories")
+            out += members
+        else:
+            out.append(p)
+    if len(out) < 2:
+        raise ConfigError(f"compare needs two runs or more (a sweep counts as its members), got {len(out)}")
+    return out
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def _value(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def labels(runs: list[Run]) -> list[str]:
+    """Each run's label: the config keys whose values differ between the runs (`optim.lr=0.003, seed 1`), short
+    key names where unambiguous; the directory name when nothing differs (or as well, when two would read the
+    same)."""
+    flats = [_flat(r.config.to_dict()) for r in runs]
+    keys = sorted({k for f in flats for k in f if len({f.get(k) for f in flats}) > 1})
+    short = {k: k.split(".")[-1] for k in keys}
+    if len(set(short.values())) < len(short):
+        short = {k: k for k in keys}
+    out = []
+    for run, f in zip(runs, flats, strict=True):
+        parts = [f"seed {f[k]}" if k == "train.seed" else f"{short[k]}={_value(f.get(k))}" for k in keys]
+        out.append(", ".join(parts) or run.path.name)
+    if len(set(out)) < len(out):
+        out = [f"{lab} ({r.path.name})" if keys else r.path.name for lab, r in zip(out, runs, strict=True)]
+    return out
+
+
+def _curve(ax, step, y, i, lab, **kw):
+    ok = np.isfinite(y)
+    ax.plot(step[ok], y[ok], color=OKABE_ITO[i % len(OKABE_ITO)], label=lab, lw=1.2, **markers(int(ok.sum())), **kw)
+
+
+def fig_loss(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
+        m = run.metrics
+        step = m["step"] + 1  # step 0 on a log axis
+        _curve(ax, step, np.nanmean(m["train_loss"], axis=-1), i, f"{lab} (train)")
+        _curve(ax, step, np.nanmean(m["valid_loss"], axis=-1), i, f"{lab} (valid)", ls="--")
+    ax.set(xscale="log", yscale="log", xlabel="step + 1 (log)", ylabel="loss (mean over tasks, log)",
+           title="Loss: train (solid) and validation (dashed)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    return save_figure(fig, out, "compare_loss")
+
+
+def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
+    """Validation accuracy per task (one panel each, up to MAX_TASK_PANELS) and its mean over tasks."""
+    names = [str(n) for n in runs[0].metrics["task_names"]]
+    shared = all([str(n) for n in r.metrics["task_names"]] == names for r in runs)
+    panels = (names[:MAX_TASK_PANELS] if shared and len(names) > 1 else []) + ["mean over tasks"]
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows + 0.6), squeeze=False, sharex=True,
+                             sharey=True, layout="constrained")
+    for j, (ax, name) in enumerate(zip(axes.flat, panels, strict=False)):
+        for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
+            m = run.metrics
+            acc = m["valid_acc"][:, j] if name != "mean over tasks" else np.nanmean(m["valid_acc"], axis=-1)
+            _curve(ax, m["step"] + 1, acc, i, lab)
+        ax.set_title(name, fontsize=8)
+        ax.set_xscale("log")
+        if j % cols == 0:
+            ax.set_ylabel("valid accuracy")
+        if j >= len(panels) - cols:  # the lowest panel of its column: the shared axis's ticks and label
+            ax.set_xlabel("step + 1 (log)")
+            ax.tick_params(labelbottom=True)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles, texts = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, texts, fontsize=7, loc="outside lower center", ncols=min(len(runs), 3), frameon=False)
+    return save_figure(fig, out, "compare_accuracy")
+
+
+def fig_grok(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
+    """Each task's grok step (first step at valid accuracy >= 0.99) per run; a task that never groks sits at the
+    run's end, hollow."""
+    names = [str(n) for n in runs[0].metrics["task_names"]]
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(names) + 3), 3.6), layout="constrained")
+    width = 0.8 / len(runs)
+    for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
+        m = run.metrics
+        g = grok_steps(m["step"], m["valid_acc"])
+        x = np.arange(len(g)) - 0.4 + width * (i + 0.5)
+        done = np.array([s is not None for s in g])
+        y = np.array([s if s is not None else m["step"][-1] for s in g], dtype=float) + 1
+        c = OKABE_ITO[i % len(OKABE_ITO)]
+        ax.scatter(x[done], y[done], color=c, s=16, label=lab)
+        ax.scatter(x[~done], y[~done], facecolors="none", edgecolors=c, s=16)
+    ax.set_xticks(range(len(names)), [str(n) for n in runs[0].metrics["task_names"]], fontsize=7,
+                  rotation=90 if len(names) > 8 else 0)
+    ax.set(yscale="log", xlabel="task", ylabel="grok step + 1 (log; hollow: not grokked)", title="Grok step per task")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    return save_figure(fig, out, "compare_grok")
+
+
+def compare(paths: list[Path], out: Path) -> list[Path]:
+    """The three comparison figures (PNG and PDF) of the runs (or sweeps' members) in `paths`."""
+    dirs = expand(paths)
+    runs = [load_run(d) for d in dirs]
+    labs = labels(runs)
+    return fig_loss(runs, labs, out) + fig_accuracy(runs, labs, out) + fig_grok(runs, labs, out)
