@@ -18,6 +18,8 @@ from miiii.tasks import TaskConfig
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
+LOSSES = ("softmax", "stablemax")  # train.loss
+LOSS_DTYPES = ("float32", "float64")  # train.loss_dtype
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,12 @@ class TrainConfig:
     # high = TF32 / 3-pass bf16, default = the backend's fastest (TF32 on recent NVIDIA GPUs, bf16 on TPUs).
     # CPUs compute float32 whatever is asked, so this changes nothing there.
     precision: str = "highest"
+    # softmax | stablemax: cross-entropy over StableMax (Prieto et al. 2025): s(x) = x + 1 (x >= 0), 1 / (1 - x)
+    # (x < 0) in place of exp (train.loss_and_metrics). Accuracy (argmax) is the same either way
+    loss: str = "softmax"
+    # float32 | float64: the dtype of the log-softmax / log-stablemax and the loss (float64 where the backend has it:
+    # a CPU or GPU, not a TPU; scoped to the loss with jax.enable_x64, the rest stays float32)
+    loss_dtype: str = "float32"
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import math
 import os
 from dataclasses import fields
 
-from miiii.config import INITS, PRECISIONS, SECTIONS, RunConfig
-from miiii.errors import ConfigError, shown
+from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig
+from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
 
@@ -165,6 +165,10 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"optim.warmup_first = {o.warmup_first}: choose 0 (optax's warm-up) or 1 (LambdaLR's)")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
+    for key, value, choices in (("train.loss", tr.loss, LOSSES), ("train.loss_dtype", tr.loss_dtype, LOSS_DTYPES)):
+        if value not in choices:
+            raise ConfigError(f"{key} = '{shown(value)}'{did_you_mean(value, choices)}: choose one of "
+                              f"{', '.join(choices)}")
     if tr.last_batch not in ("drop", "keep"):
         raise ConfigError(f"train.last_batch = '{shown(tr.last_batch)}': choose drop or keep")
     if tr.precision not in PRECISIONS:
