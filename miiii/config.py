@@ -66,6 +66,9 @@ class OptimConfig:
     lamb: float = 2.0  # grokfast amplification; the miiii paper uses 0.5
     window: int = 100  # grokfast MA window
     ema_init: str = "first"  # first: EMA starts at the first gradient (reference) | zeros (original miiii code)
+    # Prieto et al. 2025's perpendicular gradient: each parameter array's update loses its component along the array,
+    # then is rescaled to its own norm (miiii/orthograd.py); in the chain after grokfast, before the optimizer
+    orthograd: bool = False
 
 
 @dataclass(frozen=True)

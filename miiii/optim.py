@@ -1,4 +1,4 @@
-"""The optimizer chain from a config: [clip] -> [grokfast] -> AdamW with an optax schedule."""
+"""The optimizer chain from a config: [clip] -> [grokfast] -> [orthograd] -> AdamW with an optax schedule."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import optax
 
 from miiii.config import OptimConfig, sweepable
 from miiii.grokfast import grokfast_ema, grokfast_ma
+from miiii.orthograd import orthograd
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
@@ -41,6 +42,13 @@ def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -
         parts.append(grokfast_ema(v["alpha"], v["lamb"], init=cfg.ema_init))
     elif cfg.grokfast == "ma":
         parts.append(grokfast_ma(cfg.window, v["lamb"]))
+    # ⊥Grad after grokfast, last before the optimizer: what the optimizer is given is orthogonal to the current weights
+    # exactly (the point of ⊥Grad; grokfast after it would add back its EMA of past gradients, orthogonal to past
+    # weights only, and the radial direction is a slow, consistent one, what grokfast amplifies), and grokfast
+    # filters the same gradients as without it (the reference's gradfilter_ema). Clipping and ⊥Grad commute: ⊥Grad
+    # keeps each array's norm, so the global norm the clip reads, and scaling by a positive factor passes through it.
+    if cfg.orthograd:
+        parts.append(orthograd())
     schedule = make_schedule(cfg, total_steps, v["lr"])
     parts.append(optax.adamw(schedule, b1=v["b1"], b2=v["b2"], weight_decay=v["weight_decay"]))
     return optax.chain(*parts)
