@@ -160,6 +160,16 @@ def test_bad_loss_settings_are_one_config_error_naming_the_choices(sets):
     assert "\n" not in str(e.value)
 
 
+def test_float64_loss_is_refused_on_a_tpu_before_anything_is_written(tmp_path, monkeypatch):
+    from miiii.runner import train_run
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["loss_dtype=float64"])
+    with pytest.raises(ConfigError, match="no float64"):
+        train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
+    assert not (tmp_path / "run").exists()
+
+
 def train(preset, sets, chunks):
     cfg = apply_overrides(get_preset(preset), sets)
     task = prepare(cfg)
