@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=None, help="init/dropout/batch-order seed (overrides train.seed)")
     tr.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change any config field, e.g. --set model.d_model=64 --set lr=3e-4 (a unique field "
-                    "name or section.field; repeatable)")
+                    "name or section.field; repeatable; `python -m miiii presets --keys` lists them). Optimizer and "
+                    "loss options (docs/training.md): optimizer=muon, orthograd=true, loss=stablemax, "
+                    "loss_dtype=float64")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     tr.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                     help="continue RUN_DIR from its newest good checkpoint (its config.json is the config; "

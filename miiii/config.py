@@ -18,6 +18,9 @@ from miiii.tasks import TaskConfig
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
+OPTIMIZERS = ("adamw", "muon")  # optim.optimizer
+LOSSES = ("softmax", "stablemax")  # train.loss
+LOSS_DTYPES = ("float32", "float64")  # train.loss_dtype
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,12 @@ class OptimConfig:
     lamb: float = 2.0  # grokfast amplification; the miiii paper uses 0.5
     window: int = 100  # grokfast MA window
     ema_init: str = "first"  # first: EMA starts at the first gradient (reference) | zeros (original miiii code)
+    # adamw | muon: Muon (optax.contrib.muon) on the hidden matrices (attention W_Q, W_K, W_V, W_O; MLP W_in, W_out),
+    # AdamW on the embeddings, the unembedding, biases and LayerNorms (optim.muon_dims)
+    optimizer: str = "adamw"
+    # Prieto et al. 2025's perpendicular gradient: each parameter array's update loses its component along the array,
+    # then is rescaled to its own norm (miiii/orthograd.py); in the chain after grokfast, before the optimizer
+    orthograd: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,12 @@ class TrainConfig:
     # high = TF32 / 3-pass bf16, default = the backend's fastest (TF32 on recent NVIDIA GPUs, bf16 on TPUs).
     # CPUs compute float32 whatever is asked, so this changes nothing there.
     precision: str = "highest"
+    # softmax | stablemax: cross-entropy over StableMax (Prieto et al. 2025): s(x) = x + 1 (x >= 0), 1 / (1 - x)
+    # (x < 0) in place of exp (train.loss_and_metrics). Accuracy (argmax) is the same either way
+    loss: str = "softmax"
+    # float32 | float64: the dtype of the log-softmax / log-stablemax and the loss (float64 where the backend has it:
+    # a CPU or GPU, not a TPU; scoped to the loss with jax.enable_x64, the rest stays float32)
+    loss_dtype: str = "float32"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from miiii.rundir import (
 from miiii.session import Interrupted, Session, StopFlag, check_profile, say
 from miiii.tasks import Task, make_task
 from miiii.train import (
+    check_loss_dtype,
     make_trainer,
 )
 from miiii.validate import validate
@@ -83,6 +84,7 @@ def train_run(cfg: RunConfig, run_dir: str | Path, progress: bool = True, record
     run_dir = Path(run_dir)
     check_new(run_dir)
     validate(cfg)
+    check_loss_dtype(cfg)  # the backend's, before the directory is claimed
     check_profile(profile)
     with StopFlag(_STARTING) as stop, RunClaim(run_dir) as claim:
         write_config(run_dir, cfg)

@@ -20,6 +20,7 @@ import optax
 from miiii import metrics as M
 from miiii.cadence import is_due, rows_before
 from miiii.config import RunConfig
+from miiii.errors import ConfigError
 from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
 from miiii.tasks import Task
@@ -32,7 +33,19 @@ class TrainState(NamedTuple):
     key: jax.Array  # root PRNG key of the run; per-step keys are folded from it
 
 
-def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
+def stablemax_s(x):
+    """Prieto et al. (2025)'s s(x) = x + 1 for x >= 0, 1 / (1 - x) for x < 0: StableMax(x)_i = s(x_i) / sum_j s(x_j).
+
+    Each branch's argument is clamped to its own side before the `where` (jnp.where evaluates both, and its gradient
+    is the chosen branch's gradient times 1 plus the other's times 0): unclamped, 1 / (1 - x) is inf at x = 1 and
+    its gradient 0 * inf = NaN; clamped with `where`, not `maximum`, so the derivative at x = 0 is 1, not 1/2.
+    Their code adds 1e-30 to 1 - x, which is >= 1 here and changes nothing."""
+    pos = jnp.where(x >= 0, x, 0.0) + 1.0
+    neg = 1.0 / (1.0 - jnp.where(x < 0, x, 0.0))
+    return jnp.where(x >= 0, pos, neg)
+
+
+def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax", dtype="float32"):
     """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)).
 
     All tasks of a bucket in one fused computation: classes >= n_classes[s] are masked, CE is taken per
@@ -41,7 +54,18 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
     padded (b, S, C), of which each range reads its first `width` classes, or the model's tuple of
     per-bucket (b, n, width) arrays (`bucketed=True`), so no gradient flows through the padding.
     `weight` (b,) 0/1: the means over samples count the rows of weight 1 only (a padded last batch).
+    `loss` (train.loss): softmax, or stablemax (CE over StableMax: `stablemax_s` of the slot's own classes, the
+    masked ones out of the sum). `dtype` (train.loss_dtype): the CE and its weighting into the losses are computed in
+    it, both returned as float32; float64 turns on 64-bit types for this computation only (jax.enable_x64).
     """
+    if dtype == "float64":
+        with jax.enable_x64(True):  # scoped: the model, the optimizer and the metrics stay float32
+            out = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.float64)
+        return tuple(v.astype(jnp.float32) for v in out)
+    return _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.float32)
+
+
+def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
     # weighted: elementwise, not a matmul (which would follow train.precision: TF32 on a GPU at `default`)
     mean = (lambda v: v.mean(0)) if weight is None else (  # noqa: E731
         lambda v: (weight[:, None] * v).sum(0) / weight.sum())
@@ -50,24 +74,44 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None):
         logits = tuple(logits[:, s0:s1, :w] for s0, s1, w in buckets)
     ce, wrong = [], []
     for (s0, s1, width), lg in zip(buckets, logits, strict=True):  # at most 4 buckets (Task.class_buckets)
-        lg, yb = lg.astype(jnp.float32), y[:, s0:s1]  # the loss is float32 whatever the compute dtype
+        lg, yb = lg.astype(dtype), y[:, s0:s1]  # the loss is float32 (or float64) whatever the compute dtype
         classes = jnp.arange(width)
-        lg = jnp.where(classes[None, :] < spec["n_classes"][s0:s1, None], lg, -1e9)  # (b, n, width)
+        valid = classes[None, :] < spec["n_classes"][s0:s1, None]  # (n, width)
+        raw, lg = lg, jnp.where(valid, lg, -1e9)  # (b, n, width)
         # log-softmax by hand, with one-hot masks instead of gathers and argmax: each is one fused pass
         # over the logits, and the backward pass has no scatter
         shifted = lg - jax.lax.stop_gradient(lg.max(-1, keepdims=True))  # max logit -> 0
         shifted_y = jnp.where(classes == yb[..., None], shifted, 0.0).sum(-1)  # (b, n)
-        ce.append(jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y)
+        if loss == "stablemax":  # not shift-invariant: s of the logits themselves; masked classes count 0
+            s = jnp.where(valid, stablemax_s(raw), 0.0)
+            ce.append(jnp.log(s.sum(-1)) - jnp.log(jnp.where(classes == yb[..., None], s, 0.0).sum(-1)))
+        else:
+            ce.append(jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y)
         # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it;
         # `~(>= 0)`, not `< 0`: a NaN logit (a diverged run) is wrong, not right (NaN < 0 is False)
         tie_before = ((shifted == 0) & (classes < yb[..., None])).any(-1)
         wrong.append((~(shifted_y >= 0) | tie_before).astype(jnp.float32))
     ce_slot = mean(jnp.concatenate(ce, axis=1))  # (S,)
-    loss = ce_slot @ spec["loss_weight"]
-    task_loss = spec["group_loss"] @ ce_slot  # (K,)
+    if dtype == jnp.float32:
+        loss = ce_slot @ spec["loss_weight"]
+        task_loss = spec["group_loss"] @ ce_slot  # (K,)
+    else:  # elementwise: a dot's transpose is traced outside jax.enable_x64, where its float64 would be truncated
+        loss = (ce_slot * spec["loss_weight"]).sum()
+        task_loss = (spec["group_loss"] * ce_slot).sum(-1)
     wrong = jnp.concatenate(wrong, axis=1)  # (b, S)
     task_acc = mean(((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32))  # (K,)
     return loss, task_loss, task_acc
+
+
+def loss_kind(cfg: RunConfig) -> dict:
+    """`loss_and_metrics`'s `loss` and `dtype` of a run (train.loss, train.loss_dtype)."""
+    return dict(loss=cfg.train.loss, dtype=cfg.train.loss_dtype)
+
+
+def check_loss_dtype(cfg: RunConfig) -> None:
+    """A float64 loss on a backend without float64 (a TPU) is refused before anything is built."""
+    if cfg.train.loss_dtype == "float64" and jax.default_backend() == "tpu":
+        raise ConfigError("train.loss_dtype = float64: this backend (tpu) has no float64; set train.loss_dtype=float32")
 
 
 def steps_per_epoch(train_cfg, n_train: int) -> int:
@@ -196,7 +240,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
         def loss_fn(params):
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], buckets, weight)
+            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], buckets, weight, **loss_kind(cfg))
             return loss, (task_loss, task_acc, jax.lax.stop_gradient(logits))
 
         (loss, (train_loss, train_acc, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
@@ -305,6 +349,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics:
     `data`, so nothing large is closed over. `metrics`: the per-step metrics (default: metrics.METRICS).
     """
     metrics = M.METRICS if metrics is None else tuple(metrics)
+    check_loss_dtype(cfg)
     model = build_model(cfg.model, task)
     tx = make_optimizer(cfg.optim, cfg.train.steps)
 
@@ -319,7 +364,7 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics:
 
     def evaluate(params, x, y, spec):
         logits, _ = apply(params, x, bucketed=True)
-        return loss_and_metrics(logits, y, spec, model.unembed_buckets)
+        return loss_and_metrics(logits, y, spec, model.unembed_buckets, **loss_kind(cfg))
 
     step = make_step(cfg, task, apply, evaluate, tx, metrics, model.unembed_buckets)
     chunk = make_chunk(cfg, task, step, apply, record_groups)

@@ -9,8 +9,8 @@ import math
 import os
 from dataclasses import fields
 
-from miiii.config import INITS, PRECISIONS, SECTIONS, RunConfig
-from miiii.errors import ConfigError, shown
+from miiii.config import INITS, LOSS_DTYPES, LOSSES, OPTIMIZERS, PRECISIONS, SECTIONS, RunConfig
+from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
 
@@ -43,9 +43,10 @@ def host_memory() -> int:
 
 def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
     """Bytes one run needs at the least, by what needs them, from the config alone: the parameters with AdamW's two
-    moments, the gradient and grokfast's state; the per-step metrics the host keeps for the whole run; the datasets;
-    one MLP activation of a training batch. A floor, to refuse sizes no machine holds before anything is built
-    (recordings are checked exactly against --record-budget once the model's shapes are known)."""
+    moments (Muon's one on the hidden matrices), the gradient and grokfast's state; the per-step metrics the host
+    keeps for the whole run; the datasets; one MLP activation of a training batch. A floor, to refuse sizes no machine
+    holds before anything is built (recordings are checked exactly against --record-budget once the model's shapes
+    are known)."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     if t.is_sequence:
         vocab = out = 14  # tasks.BOOK_VOCAB
@@ -57,10 +58,12 @@ def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
         vocab, n_ctx, out, tasks, samples = t.p + 1, 3, sum(qs), len(qs), spec.n_samples(t)
         n_train, slots = int(t.train_frac * samples), len(qs)
     d = m.d_model
-    params = (vocab + n_ctx) * d + m.n_layers * (4 * d * d + 2 * d * m.mlp_dim) + d * out
+    hidden = m.n_layers * (4 * d * d + 2 * d * m.mlp_dim)
+    params = (vocab + n_ctx) * d + hidden + d * out
     extra = {"none": 0, "ema": 1, "ma": o.window}.get(o.grokfast, 0)
     batch = min(tr.batch_size or n_train, n_train)
-    return params * 4 * (4 + extra), {
+    one_moment = hidden if o.optimizer == "muon" else 0  # Muon keeps one moment of the hidden matrices, AdamW two
+    return (params * (4 + extra) - one_moment) * 4, {
         "metrics": tr.steps * (3 + 4 * tasks) * 4, "data": samples * (n_ctx + slots) * 4,
         "activations": batch * n_ctx * m.mlp_dim * 4}
 
@@ -165,6 +168,11 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"optim.warmup_first = {o.warmup_first}: choose 0 (optax's warm-up) or 1 (LambdaLR's)")
     if o.window < 1 or o.warmup_steps < 0:
         raise ConfigError("optim.window must be >= 1 and optim.warmup_steps >= 0")
+    for key, value, choices in (("optim.optimizer", o.optimizer, OPTIMIZERS), ("train.loss", tr.loss, LOSSES),
+                                ("train.loss_dtype", tr.loss_dtype, LOSS_DTYPES)):
+        if value not in choices:
+            raise ConfigError(f"{key} = '{shown(value)}'{did_you_mean(value, choices)}: choose one of "
+                              f"{', '.join(choices)}")
     if tr.last_batch not in ("drop", "keep"):
         raise ConfigError(f"train.last_batch = '{shown(tr.last_batch)}': choose drop or keep")
     if tr.precision not in PRECISIONS:

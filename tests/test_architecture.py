@@ -19,6 +19,7 @@ LAYERS = (
     "analysis",  # numpy: Fourier, SVD, statistics
     "cadence",  # which steps are evaluated, recorded, kept
     "grokfast",  # the EMA / MA gradient filters (optax)
+    "orthograd",  # Prieto et al.'s perpendicular gradient (optax)
     "metrics",  # the per-step metrics table
     "tokens",  # how the tasks' numbers become tokens: the grid, the book's sequences, probes, edge cases
     "tasks",  # the task registry: TaskConfig, every rule of a task, its data and loss description

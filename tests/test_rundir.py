@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -90,6 +91,18 @@ def test_a_run_written_before_the_split_still_loads_restores_and_resumes(tmp_pat
     log = read_metrics_log(run_dir)
     np.testing.assert_array_equal(log["loss"], run.metrics["loss"][log["step"]])
     assert resume_run(run_dir, progress=False) == run.summary  # finished: nothing to do
+
+
+def test_an_old_config_reads_with_the_defaults_of_fields_added_since():
+    """config.json from before optim.optimizer, optim.orthograd, train.loss and train.loss_dtype: the run it
+    describes is the one their defaults give."""
+    from miiii.rundir import read_config
+
+    stored = json.loads((OLD_RUN / "config.json").read_text())
+    assert "optimizer" not in stored["optim"] and "loss" not in stored["train"]
+    cfg = read_config(OLD_RUN)
+    assert (cfg.optim.optimizer, cfg.optim.orthograd, cfg.train.loss, cfg.train.loss_dtype) == (
+        "adamw", False, "softmax", "float32")
 
 
 def test_the_old_runs_config_retrains_to_the_same_files(tmp_path):

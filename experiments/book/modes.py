@@ -113,8 +113,10 @@ def recipe_sweep(sweep_dir: Path, base: RunConfig, n: int, grid: dict, first_see
     if not (sweep_dir / "sweep.json").is_file():
         run_sweep(base, n, grid, sweep_dir, tensorboard=False)
     result = json.loads((sweep_dir / "sweep.json").read_text())
-    want = json.loads(json.dumps([m.config.to_dict() for m in make_members(base, n, grid)]))  # tuples as lists
-    got = [json.loads((member_dir(sweep_dir, m["member"]) / "config.json").read_text()) for m in result["members"]]
+    want = [m.config for m in make_members(base, n, grid)]
+    # compared as configs: a sweep written before a config field existed reads back with that field's default
+    got = [RunConfig.from_dict(json.loads((member_dir(sweep_dir, m["member"]) / "config.json").read_text()))
+           for m in result["members"]]
     if got != want:
         raise ConfigError(f"{sweep_dir} holds another sweep than --seeds {n} of this recipe; "
                           "move it away to train this one")
