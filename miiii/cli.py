@@ -1,5 +1,5 @@
-"""Command line: `python -m miiii {train,sweep,presets,figures,compare,book,export-adder,export-tl} ...`. Bad
-input exits with status 2 and one message."""
+"""Command line: `python -m miiii {train,sweep,presets,figures,compare,film,book,export-adder,export-tl} ...`.
+Bad input exits with status 2 and one message."""
 
 from __future__ import annotations
 
@@ -123,6 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run directories and/or sweep directories (a sweep stands for its members); two or more "
                          "runs in all")
     cp.add_argument("--out", type=Path, default=Path("compare"), help="output directory (default compare/)")
+    fm = sub.add_parser("film", help="a run over its recorded steps as an animation (GIF, or MP4 with ffmpeg)",
+                        description="Animate a run over its recorded steps, frames in log time: W_E's Fourier "
+                                    "spectrum, the most active neurons over the grid (or each layer's attention on "
+                                    "the first probe), and the per-task accuracy with a line at the frame's step.")
+    fm.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run with a per-step recording")
+    fm.add_argument("--out", type=Path, required=True, metavar="FILE",
+                    help="FILE.gif (Pillow), or FILE.mp4 (needs ffmpeg on the PATH)")
+    fm.add_argument("--fps", type=float, default=8.0, help="frames per second (default 8)")
+    fm.add_argument("--frames", type=int, default=60, help="at most this many frames, log-spaced (default 60)")
     bk = sub.add_parser("book", help="the book's evaluation of a finished addition or reversal run",
                         description="Edge cases (ones-first output and a verdict), autoregressive exact match, the "
                         "epoch of the jump and the final loss beside the loss floor; prints them and writes "
@@ -361,6 +370,16 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_film(args) -> int:
+    from miiii.film import film
+
+    if args.fps <= 0 or args.frames < 2:
+        raise ConfigError("--fps must be above 0 and --frames at least 2")
+    path = film(args.run_dir, args.out, fps=args.fps, max_frames=args.frames)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
 def cmd_figures(args) -> int:
     from miiii.plots import draw_all
 
@@ -412,7 +431,7 @@ def run_command(args, argv=None) -> int:
     msg = None
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
-                    "compare": cmd_compare, "book": cmd_book, "export-adder": cmd_export_adder,
+                    "compare": cmd_compare, "film": cmd_film, "book": cmd_book, "export-adder": cmd_export_adder,
                     "export-tl": cmd_export_tl}
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax

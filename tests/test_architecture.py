@@ -51,6 +51,7 @@ LAYERS = (
     "plots_neurons",  # figures of the neurons, the attention and their change over training
     "plots",  # the paper's other figures; draw_all
     "compare",  # several runs' curves and grok steps overlaid
+    "film",  # a run over its recorded steps as an animation
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export
     "cli",

@@ -311,3 +311,21 @@ def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(run
     assert {k: v for k, v in found.items() if v} == {}
     assert main(["compare", str(runs["nanda"])]) == 2  # one run
     assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run
+
+
+def test_film_animates_the_recorded_steps_or_says_what_to_record(runs, tmp_path):
+    """`film` writes a GIF with one frame per recorded step (up to --frames); a run with too few recorded steps, or a
+    file type it cannot write, is one error line and exit 2, nothing written."""
+    from PIL import Image
+
+    run = _train("nanda-tiny", tmp_path / "dense", ["record.every=4"])  # neurons over the grid every 4 steps
+    out = tmp_path / "film.gif"
+    assert main(["film", str(run), "--out", str(out), "--frames", "12"]) == 0
+    rows = len(load_run(run).acts["blocks.0.mlp.hook_post"])
+    with Image.open(out) as im:
+        assert 8 <= rows <= 12 and im.n_frames == rows and im.size[0] > im.size[1] > 100  # a frame per recorded row
+    bare = _train("nanda-tiny", tmp_path / "bare", ["record.acts=", "record.params="])  # records nothing
+    few = tmp_path / "few.gif"
+    assert main(["film", str(bare), "--out", str(few)]) == 2 and not few.exists()
+    assert main(["film", str(run), "--out", str(tmp_path / "film.avi")]) == 2
+    assert not list(tmp_path.glob(".*part*"))

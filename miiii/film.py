@@ -1,0 +1,156 @@
+"""Grokking as a film: `python -m miiii film RUN --out FILE.gif` animates a run over its recorded steps, frames in log
+time. Each frame: the token embedding's Fourier spectrum (grid tasks; recorded `W_E`), the most active MLP neurons
+over the (x0, x1) grid (grid tasks; recorded `blocks.0.mlp.hook_post` over `record.inputs=grid`) or the attention
+of each layer on the first probe (the book's tasks; recorded `blocks.{i}.attn.hook_pattern`), and the per-task
+validation accuracy with a marker at the frame's step. Pillow (a matplotlib dependency) writes the GIF; an `.mp4`
+needs ffmpeg on the PATH. Reads the run directory only (no jax).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from miiii import analysis as A
+from miiii.config import ConfigError
+from miiii.plots_neurons import top_neurons
+from miiii.plotstyle import OKABE_ITO, plt, sample_steps
+from miiii.run import Run, load_run
+
+NEURONS = "blocks.0.mlp.hook_post"
+MIN_FRAMES = 8  # fewer recorded steps than this is a slide show, not a film
+MAX_FRAMES = 60
+SHOWN_NEURONS = 3
+RECORD_HINT = ("record a per-step quantity at enough steps, e.g. `--set record.acts=blocks.0.mlp.hook_post --set "
+               "record.params=W_E --set record.inputs=grid --set record.every=STEPS/40` (grid tasks), or "
+               "`--set record.acts=blocks.0.attn.hook_pattern --set record.inputs=probes` (the book's tasks), or "
+               "`--set record.log=40` for log-spaced rows")
+
+
+def _nearest_row(steps: np.ndarray, step: int) -> int:
+    """The last recorded row at or before `step` (the first row if none)."""
+    return max(int(np.searchsorted(steps, step, side="right")) - 1, 0)
+
+
+def plan_frames(run: Run, max_frames: int = MAX_FRAMES) -> tuple[str, np.ndarray]:
+    """(the recorded array whose steps set the frames, the frames' steps, log-spaced over its rows); a ConfigError
+    that says which `record.*` settings make a film when the run recorded too few steps."""
+    heads = [k for k in run.acts if k.endswith("attn.hook_pattern")]
+    candidates = [NEURONS, "W_E", *sorted(heads)] if not run.config.task.is_sequence else sorted(heads)
+    have = [(len(run.acts[k]), k) for k in candidates if k in run.acts]
+    if not have or max(have)[0] < MIN_FRAMES:
+        got = ", ".join(f"{k}: {n} rows" for n, k in have) or "nothing a film shows"
+        raise ConfigError(f"{run.path} recorded too few steps for a film ({got}; at least {MIN_FRAMES} needed): "
+                          + RECORD_HINT)
+    n, key = max(have)
+    steps = run.steps_of(key)
+    return key, steps[sample_steps(n, max_frames, log=True)]
+
+
+def _spectrum(ax, run: Run, step: int, top: float) -> None:
+    p = run.config.task.p
+    steps = run.steps_of("W_E")
+    row = _nearest_row(steps, step)
+    norms = A.freq_norms(np.asarray(run.acts["W_E"][row][:p], np.float64))[1:]
+    k = np.arange(1, len(norms) + 1)
+    ax.bar(k, norms, color=OKABE_ITO[0], width=0.9)
+    ax.set(ylim=(0, top), xlabel="frequency k", ylabel="norm of W_E's component",
+           title=f"W_E's Fourier spectrum (step {int(steps[row])})")
+
+
+def _neurons(axes, run: Run, step: int, which: np.ndarray) -> None:
+    p = run.config.task.p
+    steps = run.steps_of(NEURONS)
+    row = _nearest_row(steps, step)
+    acts = np.asarray(run.acts[NEURONS][row], np.float64)  # (p*p, N)
+    for ax, j in zip(axes, which, strict=True):
+        grid = A.to_grid(acts[:, j], p)
+        ax.imshow(grid, cmap="viridis", origin="lower", interpolation="nearest")  # after the ReLU: >= 0
+        ax.set(xlabel="x0", ylabel="x1", title=f"neuron {int(j)} (step {int(steps[row])})")
+
+
+def _attention(axes, run: Run, step: int, heads: list[str]) -> None:
+    for ax, name in zip(axes, heads, strict=True):
+        steps = run.steps_of(name)
+        row = _nearest_row(steps, step)
+        pat = np.asarray(run.acts[name][row], np.float64)[0, 0]  # the first probe, the first head: (query, key)
+        ax.imshow(pat, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set(xlabel="key position", ylabel="query position",
+               title=f"{name.split('.attn')[0]} attention (step {int(steps[row])})")
+
+
+def _accuracy(ax, run: Run, step: int) -> None:
+    m = run.metrics
+    va = np.asarray(m["valid_acc"], np.float64)
+    ok = np.isfinite(va).all(-1)
+    x = m["step"][ok] + 1
+    for j in range(va.shape[1]):
+        ax.plot(x, va[ok, j], color=plt.cm.viridis(j / max(va.shape[1] - 1, 1)), lw=0.8)
+    ax.axvline(step + 1, color="k", lw=1)
+    ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="step + 1 (log)", ylabel="valid accuracy per task",
+           title="validation accuracy, per task")
+
+
+def frames(run: Run, max_frames: int = MAX_FRAMES):
+    """Each frame as an RGB array (H, W, 3), in step order."""
+    _, steps = plan_frames(run, max_frames)
+    grid = not run.config.task.is_sequence
+    heads = sorted(k for k in run.acts if k.endswith("attn.hook_pattern"))[:2]
+    panels = []
+    if grid and "W_E" in run.acts:
+        panels.append("spectrum")
+        p = run.config.task.p
+        top = max(float(A.freq_norms(np.asarray(run.acts["W_E"][i][:p], np.float64))[1:].max())
+                  for i in sample_steps(len(run.acts["W_E"]), 20, log=True)) * 1.05
+    if grid and NEURONS in run.acts and run.acts_index.get("inputs", {}).get("kind") == "grid":
+        panels += ["neuron"] * SHOWN_NEURONS
+        which = top_neurons(np.asarray(run.acts[NEURONS][-1], np.float64), SHOWN_NEURONS)
+    elif heads:
+        panels += ["attention"] * len(heads)
+    panels.append("accuracy")
+    for step in steps:
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.0), layout="constrained")
+        axes = np.atleast_1d(axes)
+        i = 0
+        if panels[0] == "spectrum":
+            _spectrum(axes[0], run, int(step), top)
+            i = 1
+        if "neuron" in panels:
+            _neurons(axes[i:i + SHOWN_NEURONS], run, int(step), which)
+        elif "attention" in panels:
+            _attention(axes[i:i + len(heads)], run, int(step), heads)
+        _accuracy(axes[-1], run, int(step))
+        fig.suptitle(f"{run.path.name}: step {int(step)}", fontsize=10)
+        fig.canvas.draw()
+        yield np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        plt.close(fig)
+
+
+def film(run_dir: Path, out: Path, fps: float = 8.0, max_frames: int = MAX_FRAMES) -> Path:
+    """Write the film (GIF, or MP4 with ffmpeg on the PATH) and return its path; checks everything before writing."""
+    out = Path(out)
+    if out.suffix.lower() not in (".gif", ".mp4"):
+        raise ConfigError(f"--out {out}: a film is a .gif or an .mp4")
+    if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
+        raise ConfigError("an .mp4 needs ffmpeg on the PATH (not found); write a .gif instead")
+    run = load_run(run_dir)
+    plan_frames(run, max_frames)  # too few recorded steps: one error line before anything is drawn
+    images = list(frames(run, max_frames))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.part{out.suffix}")
+    if out.suffix.lower() == ".gif":
+        from PIL import Image
+
+        first, *rest = (Image.fromarray(a) for a in images)
+        first.save(tmp, save_all=True, append_images=rest, duration=int(1000 / fps), loop=0, optimize=True)
+    else:
+        import subprocess
+
+        h, w, _ = images[0].shape
+        cmd = ["ffmpeg", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+               "-r", f"{fps:g}", "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-pix_fmt", "yuv420p", str(tmp)]
+        subprocess.run(cmd, input=b"".join(a.tobytes() for a in images), check=True)
+    tmp.replace(out)
+    return out
