@@ -1,4 +1,4 @@
-"""Command line: `python -m miiii {train,sweep,presets,figures,compare,film,book,export-adder,export-tl} ...`.
+"""Command line: `python -m miiii {train,sweep,presets,figures,compare,film,page,book,export-adder,export-tl}`.
 Bad input exits with status 2 and one message."""
 
 from __future__ import annotations
@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="FILE.gif (Pillow), or FILE.mp4 (needs ffmpeg on the PATH)")
     fm.add_argument("--fps", type=float, default=8.0, help="frames per second (default 8)")
     fm.add_argument("--frames", type=int, default=60, help="at most this many frames, log-spaced (default 60)")
+    pg = sub.add_parser("page", help="a run on one self-contained HTML page (images inline, no network)",
+                        description="One HTML file: summary, curves, grok step per task, key frequencies, the film, "
+                                    "config, provenance and links to the run's files.")
+    pg.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run")
+    pg.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="where to write the page")
+    pg.add_argument("--no-film", action="store_true", help="leave the film out (it takes a minute on a long run)")
     bk = sub.add_parser("book", help="the book's evaluation of a finished addition or reversal run",
                         description="Edge cases (ones-first output and a verdict), autoregressive exact match, the "
                         "epoch of the jump and the final loss beside the loss floor; prints them and writes "
@@ -380,6 +386,14 @@ def cmd_film(args) -> int:
     return 0
 
 
+def cmd_page(args) -> int:
+    from miiii.page import page
+
+    path = page(args.run_dir, args.out, with_film=not args.no_film)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
 def cmd_figures(args) -> int:
     from miiii.plots import draw_all
 
@@ -431,8 +445,8 @@ def run_command(args, argv=None) -> int:
     msg = None
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
-                    "compare": cmd_compare, "film": cmd_film, "book": cmd_book, "export-adder": cmd_export_adder,
-                    "export-tl": cmd_export_tl}
+                    "compare": cmd_compare, "film": cmd_film, "page": cmd_page, "book": cmd_book,
+                    "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax
                 setup_compile_cache()

@@ -52,6 +52,7 @@ LAYERS = (
     "plots",  # the paper's other figures; draw_all
     "compare",  # several runs' curves and grok steps overlaid
     "film",  # a run over its recorded steps as an animation
+    "page",  # a run on one self-contained HTML page
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export
     "cli",

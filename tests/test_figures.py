@@ -313,7 +313,7 @@ def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(run
     assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run
 
 
-def test_film_animates_the_recorded_steps_or_says_what_to_record(runs, tmp_path):
+def test_film_and_page_of_a_run(runs, tmp_path):
     """`film` writes a GIF with one frame per recorded step (up to --frames); a run with too few recorded steps, or a
     file type it cannot write, is one error line and exit 2, nothing written."""
     from PIL import Image
@@ -329,3 +329,24 @@ def test_film_animates_the_recorded_steps_or_says_what_to_record(runs, tmp_path)
     assert main(["film", str(bare), "--out", str(few)]) == 2 and not few.exists()
     assert main(["film", str(run), "--out", str(tmp_path / "film.avi")]) == 2
     assert not list(tmp_path.glob(".*part*"))
+    # the run's page: one self-contained file (images inline, no script, nothing fetched), the film in it
+    html_path = tmp_path / "pages" / "run.html"
+    assert main(["page", str(run), "--out", str(html_path)]) == 0
+    text = html_path.read_text()
+    for section in ("Summary", "Curves", "Grok step per task", "Key frequencies of W_E", "Film", "Config", "Files"):
+        assert f"<h2>{section}" in text, section
+    assert text.count("data:image/png;base64,") == 1 and text.count("data:image/gif;base64,") == 1
+    assert "<script" not in text and "http://" not in text and "https://" not in text
+    assert "href='../dense/summary.json'" in text  # links to the run's files, relative to the page
+    assert main(["page", str(bare), "--out", str(tmp_path / "bare.html")]) == 0  # no film: the page says why
+    assert "No film:" in (tmp_path / "bare.html").read_text()
+    assert main(["page", str(run), "--out", str(tmp_path / "run.txt")]) == 2
+    chromium = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
+    if chromium:  # rendered by a real browser where one is installed (Debian's chromium)
+        import subprocess
+
+        shot = tmp_path / "shot.png"
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                        "--window-size=1200,2000", html_path.as_uri()], capture_output=True, timeout=120)
+        with Image.open(shot) as im:
+            assert im.size == (1200, 2000) and len(set(im.convert("L").getdata())) > 10  # not a blank page

@@ -1,0 +1,111 @@
+"""A run on one page: `python -m miiii page RUN --out FILE.html` writes one self-contained HTML file (images inline as
+data URIs, no script, no network): the config and provenance, the summary, loss and accuracy curves, the grok step
+of every task, the embedding's key frequencies (grid tasks), the film (`film.py`, when the run recorded enough steps)
+and links to the run's files. Reads the run directory only (no jax).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from miiii import analysis as A
+from miiii.config import ConfigError
+from miiii.files import write_text_atomic
+from miiii.plotstyle import OKABE_ITO, markers, plt
+from miiii.run import Run, load_run
+
+STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}"
+         "img{max-width:100%}h2{border-bottom:1px solid #ddd;margin-top:1.6em}code{background:#f4f4f4}")
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _table(rows, head=None) -> str:
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    top = "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in head) + "</tr>" if head else ""
+    return f"<table>{top}{cells}</table>"
+
+
+def curves(run: Run) -> str:
+    m = run.metrics
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    ok = np.isfinite(m["valid_loss"]).all(-1)
+    x = m["step"] + 1
+    a.plot(x, np.nanmean(m["train_loss"], -1), color=OKABE_ITO[0], label="train")
+    a.plot(x[ok], np.nanmean(m["valid_loss"][ok], -1), color=OKABE_ITO[1], label="valid", **markers(int(ok.sum())))
+    a.set(xscale="log", yscale="log", xlabel="step + 1 (log)", ylabel="loss (mean over tasks, log)", title="loss")
+    a.legend(frameon=False)
+    va = m["valid_acc"][ok]
+    for j in range(va.shape[1]):
+        b.plot(x[ok], va[:, j], color=plt.cm.viridis(j / max(va.shape[1] - 1, 1)), lw=0.8)
+    b.set(xscale="log", ylim=(-0.02, 1.02), xlabel="step + 1 (log)", ylabel="valid accuracy",
+          title=f"validation accuracy per task ({va.shape[1]})")
+    return _png(fig)
+
+
+def key_frequencies(run: Run) -> list[int]:
+    """The frequencies of the final W_E above mean + 2 std of the non-constant ones (the figures' definition)."""
+    norms = A.freq_norms(np.asarray(run.params["W_E"][: run.config.task.p], np.float64))
+    return [int(k) for k in np.flatnonzero(A.active_frequencies(norms))]
+
+
+def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
+    """Write the page and return its path (the whole file or nothing: written atomically)."""
+    out = Path(out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"--out {out}: a page is an .html file")
+    run = load_run(run_dir)
+    s, cfg = run.summary, run.config
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(run.path.name)}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{html.escape(run.path.name)}</h1>",
+             f"<p>{html.escape(cfg.task.name)}: {s['steps']:,} steps, {s['n_params']:,} parameters, "
+             f"{s['wall_s']:.1f} s on {html.escape(str(s.get('backend', '')))}.</p>"]
+    final = s["final"]
+    rows = [(split, f"{final[split]['loss']:.4f}", f"{np.mean(final[split]['task_acc']):.4f}",
+             f"{np.min(final[split]['task_acc']):.4f}") for split in ("train", "valid", "test") if split in final]
+    parts += ["<h2>Summary</h2>", _table(rows, ("split", "loss", "accuracy (mean over tasks)", "lowest task"))]
+    parts += ["<h2>Curves</h2>", f"<img alt='loss and accuracy curves' src='{curves(run)}'>"]
+    grok = s["grok_step"]
+    done = sum(v is not None for v in grok.values())
+    parts += [f"<h2>Grok step per task ({done}/{len(grok)} grokked: validation accuracy ≥ 0.99)</h2>",
+              _table([(k, "–" if v is None else f"{v:,}") for k, v in grok.items()], ("task", "grok step"))]
+    if not cfg.task.is_sequence:
+        keys = key_frequencies(run)
+        parts += ["<h2>Key frequencies of W_E</h2>",
+                  f"<p>Above mean + 2 std of the non-constant frequencies' norms: {', '.join(map(str, keys)) or '–'}"
+                  "</p>"]
+    if with_film:
+        from miiii.film import film
+
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                gif = film(run.path, Path(tmp) / "film.gif")
+                src = "data:image/gif;base64," + base64.b64encode(gif.read_bytes()).decode()
+            parts += ["<h2>Film</h2>", f"<img alt='the run over its recorded steps' src='{src}'>"]
+        except ConfigError as e:
+            parts += ["<h2>Film</h2>", f"<p>No film: {html.escape(str(e))}</p>"]
+    parts += ["<h2>Config</h2>", _table([(f"{sec}.{k}", v) for sec, d in cfg.to_dict().items() for k, v in d.items()],
+                                        ("key", "value"))]
+    prov = {k: s[k] for k in ("device", "backend", "jax", "precision", "commit", "git_commit") if k in s}
+    if prov:
+        parts += ["<h2>Provenance</h2>", _table(prov.items(), ("what", "value"))]
+    rel = os.path.relpath(run.path.resolve(), out.resolve().parent)
+    files = sorted(p.name for p in run.path.iterdir())
+    parts += ["<h2>Files</h2><ul>" + "".join(f"<li><a href='{html.escape(rel)}/{html.escape(f)}'>{html.escape(f)}"
+                                              "</a></li>" for f in files) + "</ul>", "</body></html>"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, "\n".join(parts) + "\n")
+    return out
