@@ -243,6 +243,7 @@ def study(args) -> int:
               "to draw the figures and write results.md")
         return 0
     first = {role: rs[0] for role, rs in runs.items()}
+    head = paper_provenance(runs, args)  # the commit before this call rewrites the bundle's tracked files
     for stale in (out / "figures").glob("*.*"):  # only this study's runs' figures: none of an earlier one stays
         stale.unlink()
     paths = draw_all([r.path for r in first.values()], out / "figures")
@@ -251,7 +252,7 @@ def study(args) -> int:
     run_s = sum(r.summary.get("wall_s", 0.0) for r in every)  # each run's own training loop, wherever it ran
     notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Figures are drawn from each role's "
              f"first (recorded) seed: {len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`.")
-    prov = paper_provenance(runs, args) | {
+    prov = head | {
         "wall time": f"{wall / 60:.1f} min ({t_train / 60:.1f} min training{', reused runs' if args.reuse else ''}, "
                      f"{(wall - t_train) / 60:.1f} min figures); the {len(every)} runs' own training loops took "
                      f"{run_s / 60:.1f} min in all",
