@@ -426,7 +426,7 @@ CLAIMS = (
           "trained on the former", "§Introduction", "slower", rule_slower, ("nanda", "miiii"), _slower),
     Claim("lambda-0", "Notably, the model did not converge when λ = 0", SEC_HP, "does not converge",
           rule_did_not_converge, ("nogrokfast",), _nogf, control=lambda r: (grok(r["miiii"]),),
-          control_roles=("miiii",), control_name="the λ > 0 run (the control must converge)"),
+          control_roles=("miiii",), control_name="the λ > 0 run that should converge"),
     Claim("grokfast-faster", "confirming the utility of the gradient amplification method proposed by Lee et al. "
           "(2024) in the context of T_miiii", SEC_HP, "–", rule_grokfast_faster, ("miiii", "nogrokfast"), _faster),
     Claim("svd", "The singular values for T_miiii are more diffuse, indicating that a larger number of components "
@@ -481,7 +481,7 @@ def judge_seed(claim: Claim, reading: Reading, seed: dict | None) -> Outcome:
             return Outcome(reading.measured, reading.numbers, None, "the control run is missing")
         if _holds(claim.rule(*claim.control(seed))):
             return Outcome(reading.measured + "; the control passes the same rule", reading.numbers, None,
-                           f"not testable at this scale: the control ({claim.control_name}) passes the same rule")
+                           f"at this scale the control, {claim.control_name}, passes the same rule")
     return Outcome(reading.measured, reading.numbers, bool(holds))
 
 

@@ -20,7 +20,7 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "
 NEURONS = "blocks.0.mlp.hook_post"
 CROP = 37  # the paper shows at most the top-left 37 x 37 of a grid
 
-plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 9, "axes.spines.top": False,
+plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 90, "font.size": 9, "axes.spines.top": False,
                      "axes.spines.right": False, "image.cmap": "viridis"})
 
 
