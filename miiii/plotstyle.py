@@ -20,17 +20,32 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "
 NEURONS = "blocks.0.mlp.hook_post"
 CROP = 37  # the paper shows at most the top-left 37 x 37 of a grid
 
-plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 90, "font.size": 9, "axes.spines.top": False,
+plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 9, "axes.spines.top": False,
                      "axes.spines.right": False, "image.cmap": "viridis"})
 
 
 def save_figure(fig, out: Path, name: str) -> list[Path]:
+    """PNG (a 256-colour palette: a third of the bytes of full colour, so the committed bundles stay small) and
+    PDF (vector, full colour)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], bbox_inches="tight")
+    write_png(fig, paths[0])
     fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
     return paths
+
+
+def write_png(fig, path: Path) -> None:
+    """The figure as a palette PNG (median-cut to 256 colours, no dithering: plots have few colours)."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    image = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                                     dither=Image.Dither.NONE)
+    image.save(path, format="PNG", optimize=True)
 
 
 def label(run: Run) -> str:
