@@ -35,6 +35,7 @@ ALPHA = 0.05  # the permutation test's level
 BAND = 0.2  # a reported correlation is reproduced within +-0.2
 NOT_NOTABLE = 0.1  # "not notably delayed": a median delay of at most 10 % of the run
 VERDICTS = ("holds", "does not hold", "not testable")
+NON_COMMUTATIVE_ROLES = ("miiii", "nodropout", "masked")  # the study's runs of the miiii task (roles, not tasks)
 
 
 class Reading(NamedTuple):
@@ -246,7 +247,7 @@ def _pos(role: str, paper: float):
 
 
 def _order_matters(r):
-    others = [role for role in ("miiii", "nodropout", "masked") if role in r]
+    others = [role for role in NON_COMMUTATIVE_ROLES if role in r]
     rs = [r[role]["pos_r"] for role in others]
     text = f"nanda {r['nanda']['pos_r']:.2f}; " + ", ".join(f"{k} {v:.2f}" for k, v in zip(others, rs, strict=True))
     if "basis" in r:

@@ -21,6 +21,7 @@ from miiii.files import write_text_atomic
 from miiii.plotstyle import OKABE_ITO, markers, plt
 from miiii.run import Run, load_run
 
+PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}"
          "img{max-width:100%}h2{border-bottom:1px solid #ddd;margin-top:1.6em}code{background:#f4f4f4}")
@@ -92,7 +93,7 @@ def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
 
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                gif = film(run.path, Path(tmp) / "film.gif")
+                gif = film(run.path, Path(tmp) / "film.gif", max_frames=PAGE_FRAMES)
                 src = "data:image/gif;base64," + base64.b64encode(gif.read_bytes()).decode()
             parts += ["<h2>Film</h2>", f"<img alt='the run over its recorded steps' src='{src}'>"]
         except ConfigError as e:

@@ -1,6 +1,7 @@
 """The figures command on tiny runs writes every expected file; results.md is generated from the runs."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import matplotlib.collections
 import matplotlib.figure
 import matplotlib.image
 import matplotlib.pyplot
+import numpy as np
 import pytest
 
 from experiments.paper import study as paper
@@ -56,9 +58,16 @@ def runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def drawn(runs, tmp_path_factory):
+    """The figures of the nanda and miiii runs, drawn once by the command line; `CHECKED` keeps each figure's layout
+    problems (test_every_figure_is_readable reads them)."""
     out = tmp_path_factory.mktemp("figures")
-    assert main(["figures", str(runs["nanda"]), str(runs["miiii"]), "--out", str(out)]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        _checking(mp, CHECKED)
+        assert main(["figures", str(runs["nanda"]), str(runs["miiii"]), "--out", str(out)]) == 0
     return out
+
+
+CHECKED: dict = {}
 
 
 def test_figures_command_writes_every_expected_file(drawn):
@@ -229,9 +238,9 @@ def _unreadable(fig) -> list[str]:
     return problems
 
 
-def _checking(monkeypatch) -> dict:
+def _checking(monkeypatch, found: dict | None = None) -> dict:
     """Figure name -> its problems (layout_problems and _unreadable), for every figure saved from now on."""
-    found = {}
+    found = {} if found is None else found
     save = plotstyle.save_figure
 
     def checked(fig, out, name):
@@ -243,13 +252,12 @@ def _checking(monkeypatch) -> dict:
     return found
 
 
-def test_every_figure_is_readable(runs, tmp_path, monkeypatch):
+def test_every_figure_is_readable(drawn, tmp_path, monkeypatch):
     """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
     figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
     ticks, sparse curves their markers."""
-    found = _checking(monkeypatch)
-    plots.draw_all([runs["nanda"], runs["miiii"]], tmp_path)
-    assert len(found) == len(list(tmp_path.glob("*.png"))) > 20
+    found = dict(CHECKED)  # every figure the drawn fixture's `figures` command saved, checked as it was saved
+    assert len(found) == len(list(drawn.glob("*.png"))) > 20
     grok = [{"values": {"optim.lr": lr, "optim.weight_decay": wd}, "grok_steps": [120, None, 300], "mean": 210.0,
              "diverged_at": [None, None, 50]} for lr in (1e-3, 3e-3) for wd in (0.1, 1.0)]
     savefig = matplotlib.figure.Figure.savefig
@@ -313,22 +321,28 @@ def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(run
     assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run
 
 
-def test_film_and_page_of_a_run(runs, tmp_path):
-    """`film` writes a GIF with one frame per recorded step (up to --frames); a run with too few recorded steps, or a
-    file type it cannot write, is one error line and exit 2, nothing written."""
+def test_film_and_page_of_a_run(runs, tmp_path, monkeypatch):
+    """`film` writes a GIF with a frame per recorded step (up to --frames); a run with too few recorded steps, or a
+    file type it cannot write, is one error line and exit 2, nothing written. `page` writes one self-contained file
+    with the film in it, or says why there is none."""
+    from types import SimpleNamespace
+
     from PIL import Image
 
-    run = _train("nanda-tiny", tmp_path / "dense", ["record.every=4"])  # neurons over the grid every 4 steps
+    from miiii import film as F
+
+    run = runs["nanda"]  # W_E recorded at every step
     out = tmp_path / "film.gif"
-    assert main(["film", str(run), "--out", str(out), "--frames", "12"]) == 0
-    rows = len(load_run(run).acts["blocks.0.mlp.hook_post"])
+    assert main(["film", str(run), "--out", str(out), "--frames", "8"]) == 0
     with Image.open(out) as im:
-        assert 8 <= rows <= 12 and im.n_frames == rows and im.size[0] > im.size[1] > 100  # a frame per recorded row
-    bare = _train("nanda-tiny", tmp_path / "bare", ["record.acts=", "record.params="])  # records nothing
-    few = tmp_path / "few.gif"
-    assert main(["film", str(bare), "--out", str(few)]) == 2 and not few.exists()
+        assert im.n_frames == 8 and im.size[0] > im.size[1] > 100
+    steps = F.plan_frames(load_run(run), 8)[1]
+    assert steps[0] == 0 and steps[-1] == load_run(run).steps_of("W_E")[-1] and np.all(np.diff(steps) > 0)
+    bare = SimpleNamespace(acts={"W_E": np.zeros((3, 2))}, config=load_run(run).config, path=Path("bare"))
+    with pytest.raises(ConfigError, match="too few steps for a film.*record.every"):
+        F.plan_frames(bare)
     assert main(["film", str(run), "--out", str(tmp_path / "film.avi")]) == 2
-    assert not list(tmp_path.glob(".*part*"))
+    assert not list(tmp_path.glob(".*part*")) and not (tmp_path / "film.avi").exists()
     # the run's page: one self-contained file (images inline, no script, nothing fetched), the film in it
     html_path = tmp_path / "pages" / "run.html"
     assert main(["page", str(run), "--out", str(html_path)]) == 0
@@ -337,9 +351,15 @@ def test_film_and_page_of_a_run(runs, tmp_path):
         assert f"<h2>{section}" in text, section
     assert text.count("data:image/png;base64,") == 1 and text.count("data:image/gif;base64,") == 1
     assert "<script" not in text and "http://" not in text and "https://" not in text
-    assert "href='../dense/summary.json'" in text  # links to the run's files, relative to the page
-    assert main(["page", str(bare), "--out", str(tmp_path / "bare.html")]) == 0  # no film: the page says why
-    assert "No film:" in (tmp_path / "bare.html").read_text()
+    rel = os.path.relpath(run, html_path.parent)
+    assert f"href='{rel}/summary.json'" in text  # links to the run's files, relative to the page
+
+    def no_film(*a, **k):
+        raise ConfigError("too few steps")
+
+    monkeypatch.setattr(F, "plan_frames", no_film)
+    assert main(["page", str(run), "--out", str(tmp_path / "bare.html")]) == 0  # no film: the page says why
+    assert "No film: too few steps" in (tmp_path / "bare.html").read_text()
     assert main(["page", str(run), "--out", str(tmp_path / "run.txt")]) == 2
     chromium = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
     if chromium:  # rendered by a real browser where one is installed (Debian's chromium)
