@@ -119,8 +119,8 @@ test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torc
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
-JOBS ?= 2
-test: $(STAMP)  ## run the test suite in JOBS=2 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off); all but the multi-process/multi-device sweeps (make test-multihost) and the study scripts end to end (make test-studies)
+JOBS ?= 3
+test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off); all but the multi-process/multi-device sweeps (make test-multihost) and the study scripts end to end (make test-studies)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal -m "not multihost and not study" $(ARGS)
 
 test-multihost: $(STAMP)  ## the sweeps across two local CPU processes (jax.distributed, gloo) and over four host devices, ~2 min; left out of make test to keep it under 10 minutes

@@ -23,6 +23,7 @@ def test_laid_out_reads_the_wanted_order_through_the_trainers():
     assert (out[own] == train[wanted]).all() and sorted(out) == sorted(train)
 
 
+@pytest.mark.study  # make test-studies: the book study's same-start tool end to end (30 s of make test's budget)
 def test_a_start_of_another_seed_reproduces_that_seeds_own_run_bit_for_bit():
     """The start of seed 7 (its initial parameters, its epochs' orders), driven through the trainer of seed 0 by
     re-laying the data, is seed 7's run: the same losses, bit for bit, over two epochs of 98 batches (the padded
