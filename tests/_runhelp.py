@@ -124,3 +124,30 @@ def crash_at(step: int):
         if done == step:
             raise Crash
     return on_chunk
+
+
+def train_chunks(preset: str, sets: list[str], chunks: list[int]):
+    """(the loss of every step, the final state) of `preset` with `sets`, trained in chunks of the given lengths (no
+    run directory): how the optimizer and loss options show that a tiny preset still trains under them."""
+    import numpy as np
+
+    from miiii.runner import prepare
+    from miiii.train import make_trainer, task_data
+
+    cfg = apply_overrides(get_preset(preset), sets)
+    task = prepare(cfg)
+    trainer, data = make_trainer(cfg, task), task_data(task)
+    state, losses = trainer.init(0), []
+    for n in chunks:
+        state, out = trainer.chunk(state, data, n)
+        losses.append(np.asarray(out.metrics["loss"]))
+    return np.concatenate(losses), state
+
+
+def assert_trains(loss, state) -> None:
+    """Finite throughout, and the last 20 steps' loss under half the first 20 steps'."""
+    import jax
+    import numpy as np
+
+    assert np.isfinite(loss).all() and all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(state.params))
+    assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:3], loss[-3:])

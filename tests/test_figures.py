@@ -283,6 +283,7 @@ def test_layout_problems_sees_overlaps_and_cut_off_text():
     matplotlib.pyplot.close(fig)
 
 
+@pytest.mark.study  # make test-studies: an end-to-end run kept out of make test's 10 minutes
 def test_a_sequence_run_gets_only_the_figures_of_its_task(tmp_path, monkeypatch):
     """The book's addition has no input grid: `figures` draws its curves and gradient norms, not the p = 11 grid
     illustrations or any figure over the grid (the task registry's family decides), and those few are readable."""

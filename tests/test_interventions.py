@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 from _runhelp import finished_run
 
 from miiii import analysis as A
@@ -77,6 +78,7 @@ def test_head_and_neuron_ablations_by_hand():
     np.testing.assert_array_equal(got[..., 4:], np.asarray(plain[NEURONS])[..., 4:])
 
 
+@pytest.mark.study  # make test-studies: an end-to-end run kept out of make test's 10 minutes
 def test_frequency_ablation_finds_the_frequencies_tasks_use():
     """nanda: every frequency the loss needs is one of the neurons' key frequencies (two analyses agree).
     miiii: (x0 + 23 x1) mod 2 is the parity of x0 + x1, whose nearest frequency on Z_23 is 11 (23 / 2): the

@@ -5,12 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import assert_trains, train_chunks
 
 from miiii.config import apply_overrides
 from miiii.errors import ConfigError
 from miiii.presets import get_preset
-from miiii.runner import prepare
-from miiii.train import loss_and_metrics, make_trainer, stablemax_s, task_data
+from miiii.train import loss_and_metrics, stablemax_s
 from miiii.validate import validate
 
 # a float64 request that jax truncates to float32 warns: here it fails the test (it would be a float32 loss)
@@ -170,27 +170,15 @@ def test_float64_loss_is_refused_on_a_tpu_before_anything_is_written(tmp_path, m
     assert not (tmp_path / "run").exists()
 
 
-def train(preset, sets, chunks):
-    cfg = apply_overrides(get_preset(preset), sets)
-    task = prepare(cfg)
-    trainer, data = make_trainer(cfg, task), task_data(task)
-    state, losses = trainer.init(0), []
-    for n in chunks:
-        state, out = trainer.chunk(state, data, n)
-        losses.append(np.asarray(out.metrics["loss"]))
-    return np.concatenate(losses), state
-
-
 def test_nanda_tiny_trains_with_stablemax():
-    loss, state = train("nanda-tiny", ["loss=stablemax"], [150, 150])
-    assert np.isfinite(loss).all() and all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(state.params))
-    assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:3], loss[-3:])
+    assert_trains(*train_chunks("nanda-tiny", ["loss=stablemax"], [150, 150]))
 
 
+@pytest.mark.study  # make test-studies: an end-to-end run kept out of make test's 10 minutes
 def test_sequence_task_and_float64_loss_train():
-    loss, _ = train("reversal-tiny", ["loss=stablemax", "loss_dtype=float64", "eval_every=10"], [20])
+    loss, _ = train_chunks("reversal-tiny", ["loss=stablemax", "loss_dtype=float64", "eval_every=10"], [20])
     assert np.isfinite(loss).all() and loss[-5:].mean() < loss[:5].mean()
     # float64 and float32 losses of the same first step agree to float32's precision
-    a, _ = train("nanda-tiny", ["loss_dtype=float64"], [3])
-    b, _ = train("nanda-tiny", [], [3])
+    a, _ = train_chunks("nanda-tiny", ["loss_dtype=float64"], [3])
+    b, _ = train_chunks("nanda-tiny", [], [3])
     np.testing.assert_allclose(a[0], b[0], rtol=1e-6)

@@ -7,14 +7,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _runhelp import Crash, assert_same_run, crash_at
+from _runhelp import Crash, assert_same_run, assert_trains, crash_at, train_chunks
 
 from miiii.config import OptimConfig, apply_overrides
 from miiii.errors import ConfigError
 from miiii.optim import make_optimizer, muon_labels
 from miiii.presets import get_preset
 from miiii.runner import prepare, resume_run, train_run
-from miiii.train import make_trainer, task_data
+from miiii.train import make_trainer
 from miiii.validate import validate
 
 
@@ -90,18 +90,10 @@ def test_bad_optimizer_is_one_config_error_with_the_choices():
 
 
 def test_nanda_tiny_trains_with_muon():
-    cfg = apply_overrides(get_preset("nanda-tiny"), ["optimizer=muon"])
-    task = prepare(cfg)
-    trainer, data = make_trainer(cfg, task), task_data(task)
-    state, losses = trainer.init(0), []
-    for _ in range(3):
-        state, out = trainer.chunk(state, data, 100)
-        losses.append(np.asarray(out.metrics["loss"]))
-    loss = np.concatenate(losses)
-    assert np.isfinite(loss).all() and all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(state.params))
-    assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:3], loss[-3:])
+    assert_trains(*train_chunks("nanda-tiny", ["optimizer=muon"], [100, 100, 100]))
 
 
+@pytest.mark.study  # make test-studies: an end-to-end run kept out of make test's 10 minutes
 def test_every_new_option_at_once_checkpoints_and_resumes_bit_identical(tmp_path):
     """Muon's partitioned state (optax MaskedNodes), ⊥Grad, StableMax and the float64 loss through orbax: a run that
     dies after a checkpoint and is resumed ends as the run that never stopped."""

@@ -6,14 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _runhelp import assert_trains, train_chunks
 
-from miiii.config import OptimConfig, apply_overrides
+from miiii.config import OptimConfig
 from miiii.grokfast import grokfast_ema
 from miiii.optim import make_optimizer, make_schedule
 from miiii.orthograd import orthograd
-from miiii.presets import get_preset
-from miiii.runner import prepare
-from miiii.train import make_trainer, task_data
 
 
 def np_orthograd(w, g, eps=1e-30):
@@ -105,13 +103,4 @@ def test_orthograd_off_is_the_chain_it_was():
 
 
 def test_nanda_tiny_trains_with_orthograd():
-    cfg = apply_overrides(get_preset("nanda-tiny"), ["orthograd=true"])
-    task = prepare(cfg)
-    trainer, data = make_trainer(cfg, task), task_data(task)
-    state, losses = trainer.init(0), []
-    for _ in range(2):
-        state, out = trainer.chunk(state, data, 150)
-        losses.append(np.asarray(out.metrics["loss"]))
-    loss = np.concatenate(losses)
-    assert np.isfinite(loss).all() and all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(state.params))
-    assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:3], loss[-3:])
+    assert_trains(*train_chunks("nanda-tiny", ["orthograd=true"], [150, 150]))
