@@ -20,19 +20,9 @@ def task_q(name: str) -> int:
     return int(str(name).split("=")[1])
 
 
-def grok_table(run: Run) -> dict[int, int | None]:
-    """{q: first step with valid accuracy >= 0.99, or None} for a miiii run."""
-    m = run.metrics
-    return {task_q(n): s for n, s in zip(m["task_names"], A.grok_steps(m["step"], m["valid_acc"]), strict=True)}
-
-
 def final_acc(run: Run, split: str = "valid") -> np.ndarray:
     """Per-task accuracy of the final parameters (after the last update) on a split."""
     return np.asarray(run.summary["final"][split]["task_acc"])
-
-
-def by_q(run: Run, acc) -> dict[int, float]:
-    return {task_q(n): float(a) for n, a in zip(run.metrics["task_names"], acc, strict=True)}
 
 
 def svd_marks(run: Run) -> dict[str, int]:

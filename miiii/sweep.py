@@ -13,6 +13,7 @@ parameters are gathered to every process (`multihost_utils.process_allgather`), 
                             when tensorboardX imports) after every chunk, metrics.npz, summary.json, params.npz at
                             the end
     sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point
+    sweep_dir/members.csv   one row per member: seed, grid values, final accuracy and loss, grok step (sweepfiles.py)
     sweep_dir/grok_steps.png
 """
 
@@ -53,6 +54,7 @@ from miiii.rundir import (
 )
 from miiii.runner import prepare
 from miiii.session import check_profile, profiled_chunk, summarize, trace_chunk
+from miiii.sweepfiles import members_csv, plot_grok_steps, point_label
 from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
 from miiii.validate import check_memory, validate
 
@@ -332,7 +334,7 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
                 for i in mark_diverged(hist, diverged, done, done + m):
                     if writer and i < n:
                         mem = members[i]
-                        tqdm.write(f"member {i} ({_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
+                        tqdm.write(f"member {i} ({point_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
                                    f"{hist['loss'][i, diverged[i]]} at step {diverged[i]}; its metrics are NaN from "
                                    "there and it counts as not grokked (the other members go on)", file=sys.stderr)
                 for log in logs:
@@ -389,38 +391,6 @@ def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, pro
     return result
 
 
-MEMBER_COLUMNS = ("member", "seed", "train_acc", "valid_acc", "train_loss", "valid_loss", "grok_step", "diverged_at")
-
-
-def member_rows(rows: list[dict], keys: list[str]) -> list[dict]:
-    """One row per member: its seed, every grid key's value, its final (after the last update) train / valid
-    accuracy (mean over tasks) and loss, the step every task had grokked by (empty: not all did) and the step it
-    diverged at (empty: it did not)."""
-    out = []
-    for r in rows:
-        f = r["final"]
-        row = {"member": r["member"], "seed": r["seed"]} | {k: r["values"][k] for k in keys}
-        row |= {f"{split}_acc": round(float(np.mean(f[split]["task_acc"])), 6) for split in ("train", "valid")}
-        row |= {f"{split}_loss": round(float(f[split]["loss"]), 6) for split in ("train", "valid")}
-        row |= {"grok_step": r["grok_step_all"], "diverged_at": r["diverged_at"]}
-        out.append(row)
-    return out
-
-
-def members_csv(rows: list[dict], keys: list[str]) -> str:
-    """OUT/members.csv: `member_rows` with a header (pandas.read_csv or csv.DictReader read it)."""
-    import csv
-    import io
-
-    table = member_rows(rows, keys)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=[*MEMBER_COLUMNS[:2], *keys, *MEMBER_COLUMNS[2:]], lineterminator="\n")
-    w.writeheader()
-    for row in table:
-        w.writerow({k: "" if v is None else v for k, v in row.items()})
-    return buf.getvalue()
-
-
 def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:
     """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss is not finite
     there for the first time gets that step in `diverged` (-1: not diverged), and every metric of a diverged member
@@ -433,45 +403,3 @@ def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> li
         for h in hist.values():
             h[i, max(start, int(diverged[i])):stop] = np.nan
     return new
-
-
-def _label(values: dict) -> str:
-    """A grid point as `lr=0.001, weight_decay=1` ("seeds" without a grid)."""
-    return ", ".join(f"{k.split('.')[1]}={v:g}" for k, v in values.items()) or "seeds"
-
-
-def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 * len(points) + 3), 3.8), layout="constrained")
-    for i, pt in enumerate(points):
-        ys = [g if g is not None else steps for g in pt["grok_steps"]]
-        xs = i + np.linspace(-0.15, 0.15, len(ys)) if len(ys) > 1 else [i]
-        never = [g is None for g in pt["grok_steps"]]
-        gone = np.array([d is not None for d in pt.get("diverged_at", [None] * len(ys))])
-        colors = np.array(["#d55e00" if nv else "#0072b2" for nv in never])
-        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
-        ax.scatter(xs[~gone], ys[~gone], c=colors[~gone], s=18, zorder=3)
-        if gone.any():
-            ax.scatter(xs[gone], ys[gone], c="k", marker="x", s=24, zorder=3)
-        if pt["mean"] is not None:
-            ax.hlines(pt["mean"], i - 0.3, i + 0.3, color="k", lw=1.5)
-    labels = [_label(pt["values"]).replace(", ", "\n") for pt in points]  # a value a line: none runs into the next
-    ax.set_xticks(range(len(points)), labels, fontsize=8)
-    ax.set_xlim(-0.5, len(points) - 0.5)
-    ax.set_xlabel("sweep point")
-    ax.set_ylabel("grokking step\n(all tasks ≥ 0.99 valid acc)")
-    ax.set_yscale("log" if steps > 100 else "linear")
-    ax.axhline(steps, color="#d55e00", ls=":", lw=1)
-    ax.set_title("grokking step per member")
-    key = [Line2D([], [], color="#0072b2", marker="o", ls="", label="grokked"),
-           Line2D([], [], color="#d55e00", marker="o", ls="", label=f"not grokked by step {steps:,} (dotted)"),
-           Line2D([], [], color="k", marker="x", ls="", label="diverged"),
-           Line2D([], [], color="k", lw=1.5, label="mean")]
-    fig.legend(handles=key, loc="outside right upper", fontsize=8, frameon=False)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)

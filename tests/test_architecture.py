@@ -42,9 +42,11 @@ LAYERS = (
     "run",  # a loaded run (Run, load_run)
     "session",  # the host loop of one run: chunks, checkpoints, metrics, the recorder, Ctrl-C
     "runner",  # starting and resuming a run
+    "sweepfiles",  # a sweep's members.csv and grok_steps.png
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
     "measures",  # what the paper's claims read from a run
+    "rules",  # the verdict rules: pure functions of the measures' numbers
     "claims",  # the paper's claims, their rules and verdicts over seeds
     "report",  # results.md
     "plotstyle",  # the figures' look and shared helpers
@@ -55,6 +57,7 @@ LAYERS = (
     "page",  # a run on one self-contained HTML page
     "export",  # AdderBoard export
     "transformerlens",  # TransformerLens export
+    "cliargs",  # the command line's arguments and --help
     "cli",
     "__init__",
     "__main__",

@@ -97,7 +97,7 @@ def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
 
 def seeds_config(cfg):
     """The config of a role's extra seeds: the next seeds, no recording (the sweep's members)."""
-    return replace(cfg, record=RecordConfig(), train=replace(cfg.train, seed=cfg.train.seed + 1))
+    return replace(seed_config(cfg, 1), record=RecordConfig())
 
 
 def seed_dir(out: Path, role: str, k: int) -> Path:

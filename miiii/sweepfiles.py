@@ -1,0 +1,106 @@
+"""What a finished sweep writes beside its members' run directories: `members.csv` (one row per member) and
+`grok_steps.png` (each member's grokking step per grid point). Plain numpy and matplotlib over the sweep's rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+MEMBER_COLUMNS = ("member", "seed", "train_acc", "valid_acc", "train_loss", "valid_loss", "grok_step", "diverged_at")
+
+
+def member_rows(rows: list[dict], keys: list[str]) -> list[dict]:
+    """One row per member: its seed, every grid key's value, its final (after the last update) train / valid
+    accuracy (mean over tasks) and loss, the step every task had grokked by (empty: not all did) and the step it
+    diverged at (empty: it did not)."""
+    out = []
+    for r in rows:
+        f = r["final"]
+        row = {"member": r["member"], "seed": r["seed"]} | {k: r["values"][k] for k in keys}
+        row |= {f"{split}_acc": round(float(np.mean(f[split]["task_acc"])), 6) for split in ("train", "valid")}
+        row |= {f"{split}_loss": round(float(f[split]["loss"]), 6) for split in ("train", "valid")}
+        row |= {"grok_step": r["grok_step_all"], "diverged_at": r["diverged_at"]}
+        out.append(row)
+    return out
+
+
+def members_csv(rows: list[dict], keys: list[str]) -> str:
+    """OUT/members.csv: `member_rows` with a header (pandas.read_csv or csv.DictReader read it)."""
+    import csv
+    import io
+
+    table = member_rows(rows, keys)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=[*MEMBER_COLUMNS[:2], *keys, *MEMBER_COLUMNS[2:]], lineterminator="\n")
+    w.writeheader()
+    for row in table:
+        w.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
+
+
+def point_label(values: dict) -> str:
+    """A grid point as `lr=0.001, weight_decay=1` ("seeds" without a grid)."""
+    return ", ".join(f"{k.split('.')[1]}={v:g}" for k, v in values.items()) or "seeds"
+
+
+def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.5 * len(points) + 3), 3.8), layout="constrained")
+    for i, pt in enumerate(points):
+        ys = [g if g is not None else steps for g in pt["grok_steps"]]
+        xs = i + np.linspace(-0.15, 0.15, len(ys)) if len(ys) > 1 else [i]
+        never = [g is None for g in pt["grok_steps"]]
+        gone = np.array([d is not None for d in pt.get("diverged_at", [None] * len(ys))])
+        colors = np.array(["#d55e00" if nv else "#0072b2" for nv in never])
+        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+        ax.scatter(xs[~gone], ys[~gone], c=colors[~gone], s=18, zorder=3)
+        if gone.any():
+            ax.scatter(xs[gone], ys[gone], c="k", marker="x", s=24, zorder=3)
+        if pt["mean"] is not None:
+            ax.hlines(pt["mean"], i - 0.3, i + 0.3, color="k", lw=1.5)
+    labels = [point_label(pt["values"]).replace(", ", "\n") for pt in points]  # a value a line: none runs into the next
+    ax.set_xticks(range(len(points)), labels, fontsize=8)
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    ax.set_xlabel("sweep point")
+    ax.set_ylabel("grokking step\n(all tasks ≥ 0.99 valid acc)")
+    ax.set_yscale("log" if steps > 100 else "linear")
+    ax.axhline(steps, color="#d55e00", ls=":", lw=1)
+    ax.set_title("grokking step per member")
+    key = [Line2D([], [], color="#0072b2", marker="o", ls="", label="grokked"),
+           Line2D([], [], color="#d55e00", marker="o", ls="", label=f"not grokked by step {steps:,} (dotted)"),
+           Line2D([], [], color="k", marker="x", ls="", label="diverged"),
+           Line2D([], [], color="k", lw=1.5, label="mean")]
+    fig.legend(handles=key, loc="outside right upper", fontsize=8, frameon=False)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
+    """What `python -m miiii sweep` prints at the end: where the sweep is, each grid point's grokking, and the
+    members' table (members.csv)."""
+    where = f", {res['n_processes']} processes" if joined else ""
+    lines = [f"sweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s){where}, "
+             f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)"]
+    for pt in res["points"]:
+        label = ", ".join(f"{k}={v:g}" for k, v in pt["values"].items()) or "seeds"
+        mean = f"{pt['mean']:.0f}" if pt["mean"] is not None else "-"
+        std = f" ± {pt['std']:.0f}" if pt["std"] is not None else ""
+        gone = [d for d in pt["diverged_at"] if d is not None]
+        diverged = (f", diverged {len(gone)}/{len(pt['grok_steps'])} (at step {', '.join(map(str, gone))})"
+                    if gone else "")
+        lines.append(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}{diverged}, grokking step "
+                     f"{mean}{std}")
+    table = member_rows(res["members"], keys)
+    cols = list(table[0]) if table else []
+    cells = [[("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)) for v in r.values()] for r in table]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
+    lines.append(f"members ({out / 'members.csv'}):")
+    lines += ["  " + "  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in [cols, *cells]]
+    return lines
