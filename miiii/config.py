@@ -20,7 +20,7 @@ INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
 OPTIMIZERS = ("adamw", "muon")  # optim.optimizer
 LOSSES = ("softmax", "stablemax")  # train.loss
-LOSS_DTYPES = ("float32", "float64")  # train.loss_dtype
+LOSS_DTYPES = ("float16", "float32", "float64")  # train.loss_dtype
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,9 @@ class TrainConfig:
     # softmax | stablemax: cross-entropy over StableMax (Prieto et al. 2025): s(x) = x + 1 (x >= 0), 1 / (1 - x)
     # (x < 0) in place of exp (train.loss_and_metrics). Accuracy (argmax) is the same either way
     loss: str = "softmax"
-    # float32 | float64: the dtype of the log-softmax / log-stablemax and the loss (float64 where the backend has it:
-    # a CPU or GPU, not a TPU; scoped to the loss with jax.enable_x64, the rest stays float32)
+    # float16 | float32 | float64: the dtype of the log-softmax / log-stablemax and the loss, and of the softmax the
+    # softmax_collapse metric reads (Prieto et al.'s softmax_precision). float64 where the backend has it (a CPU or
+    # GPU, not a TPU; scoped to the loss with jax.enable_x64); the model and the optimizer stay float32
     loss_dtype: str = "float32"
 
 

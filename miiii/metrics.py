@@ -36,6 +36,7 @@ class StepContext(NamedTuple):
     spec: dict  # the task's loss description (tasks.Task.arrays: n_classes, groups, ...)
     buckets: tuple  # (start, stop, width) slot ranges of `logits` (static)
     weight: object  # (b,) 0/1 rows that count (a padded last batch), or None
+    loss_dtype: str = "float32"  # train.loss_dtype (static): the precision softmax_collapse reads the softmax in
 
 
 @dataclass(frozen=True)
@@ -55,25 +56,29 @@ def l2_per_array(tree):
     return jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(tree)])
 
 
-def _masked_buckets(c: StepContext):
-    """Each bucket's float32 logits (b, n, width) with the classes past a slot's own set to -inf, and its targets."""
+def _masked_buckets(c: StepContext, dtype="float32"):
+    """Each bucket's logits (b, n, width) in `dtype` with the classes past a slot's own set to -inf, and its targets."""
     import jax.numpy as jnp
 
     parts = c.logits if isinstance(c.logits, tuple) else tuple(c.logits[:, s0:s1, :w] for s0, s1, w in c.buckets)
     for (s0, s1, width), lg in zip(c.buckets, parts, strict=True):
         valid = jnp.arange(width)[None, :] < c.spec["n_classes"][s0:s1, None]  # (n, width)
-        yield jnp.where(valid, lg.astype(jnp.float32), -jnp.inf), c.y[:, s0:s1]
+        yield jnp.where(valid, lg.astype(dtype), -jnp.inf), c.y[:, s0:s1]
 
 
 def softmax_collapse(c: StepContext):
-    """(K,) Prieto et al. (2025)'s Softmax Collapse: the share of the step's training samples whose float32 softmax
-    gives the correct class a probability of exactly 1 (its gradient is then exactly 0); a sample counts for a task
-    when it does on every slot of the task."""
+    """(K,) Prieto et al. (2025)'s Softmax Collapse: the share of the step's training samples whose softmax, in the
+    loss's precision (train.loss_dtype, float32 by default: their logger's softmax_precision), gives the correct class
+    a probability of exactly 1 (its gradient is then exactly 0); a sample counts for a task when it does on every slot
+    of the task. Under loss=stablemax this still reads the softmax, whose collapse StableMax is there to avoid."""
     import jax
     import jax.numpy as jnp
 
-    one = [jnp.take_along_axis(jax.nn.softmax(lg, axis=-1), yb[..., None], -1)[..., 0] == 1.0
-           for lg, yb in _masked_buckets(c)]
+    from miiii.train import in_dtype
+
+    with in_dtype(c.loss_dtype):
+        one = [jnp.take_along_axis(jax.nn.softmax(lg, axis=-1), yb[..., None], -1)[..., 0] == 1.0
+               for lg, yb in _masked_buckets(c, c.loss_dtype)]
     short = (~jnp.concatenate(one, axis=1)).astype(jnp.float32)  # (b, S): slots not collapsed
     per_task = ((short @ c.spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32)  # (b, K)
     w = c.weight
@@ -104,7 +109,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("weight_norm", "param", True, lambda c: l2_per_array(c.params), "L2 norm of each parameter array"),
     Metric("weight_norm_total", "scalar", True, lambda c: _total_norm(c.params), "L2 norm of all parameters"),
     Metric("softmax_collapse", "task", True, softmax_collapse,
-           "each task's share of the batch whose float32 softmax puts exactly 1 on the correct class"),
+           "each task's share of the batch whose softmax (in train.loss_dtype) puts exactly 1 on the correct class"),
     Metric("max_logit", "scalar", True, max_logit, "the largest logit of the batch"),
 )
 

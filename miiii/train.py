@@ -56,13 +56,19 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax",
     `weight` (b,) 0/1: the means over samples count the rows of weight 1 only (a padded last batch).
     `loss` (train.loss): softmax, or stablemax (CE over StableMax: `stablemax_s` of the slot's own classes, the
     masked ones out of the sum). `dtype` (train.loss_dtype): the CE and its weighting into the losses are computed in
-    it, both returned as float32; float64 turns on 64-bit types for this computation only (jax.enable_x64).
+    it, both returned as float32; float64 turns on 64-bit types for this computation only (jax.enable_x64); float16
+    is Prieto et al.'s `cross_entropy_float16` (log-softmax and mean in float16), where collapse comes soonest.
     """
-    if dtype == "float64":
-        with jax.enable_x64(True):  # scoped: the model, the optimizer and the metrics stay float32
-            out = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.float64)
-        return tuple(v.astype(jnp.float32) for v in out)
-    return _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.float32)
+    with in_dtype(dtype):  # scoped: the model, the optimizer and the metrics stay float32
+        out = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.dtype(dtype))
+    return out if dtype == "float32" else tuple(v.astype(jnp.float32) for v in out)
+
+
+def in_dtype(dtype: str):
+    """The context a computation in `dtype` needs: 64-bit types on for float64 (jax.enable_x64), nothing otherwise."""
+    import contextlib
+
+    return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
 
 
 def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
@@ -255,7 +261,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
             valid_loss, valid_acc = jax.lax.cond(
                 is_due(t, eval_every), validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
         ctx = M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads, logits, y,
-                            data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight)
+                            data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight, cfg.train.loss_dtype)
         out = M.compute(ctx, metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

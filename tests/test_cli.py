@@ -95,7 +95,7 @@ BAD = [
     (["train", "--preset", "nanda-tiny", "--set", "loss=foo"], "train.loss = 'foo': choose one of softmax, stablemax"),
     (["train", "--preset", "nanda-tiny", "--set", "optimizer=sgdx"], "choose one of adamw, muon"),
     (["train", "--preset", "nanda-tiny", "--set", "optimizer=adam"], "(did you mean 'adamw'?)"),
-    (["train", "--preset", "nanda-tiny", "--set", "loss_dtype=float128"], "choose one of float32, float64"),
+    (["train", "--preset", "nanda-tiny", "--set", "loss_dtype=float128"], "choose one of float16, float32, float64"),
     (["train", "--preset", "nanda-tiny", "--set", "orthograd=maybe"], "takes a bool"),
     (["frobnicate"], "invalid choice"),
     (["sweep", "--preset", "nanda-tiny", "--grid", "d_model=64,128"], "cannot be swept"),
@@ -105,15 +105,40 @@ BAD = [
 ]
 
 
+def cli_in_process(args, cwd, capsys, monkeypatch) -> tuple[int, str]:
+    """`python -m miiii ARGS`'s exit status and stderr, run by cli.main in this process (a subprocess per case
+    would import jax 27 times); `test_bad_input_in_a_real_process` checks the process itself on a few cases."""
+    from miiii.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    return code, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args,msg", BAD, ids=[" ".join(a) for a, _ in BAD])
-def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, msg):
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, msg, capsys, monkeypatch):
+    run = tmp_path / "run"
+    extra = ["--run-dir", str(run)] if args[0] == "train" else []
+    code, err = cli_in_process([*args, *extra], tmp_path, capsys, monkeypatch)
+    assert code == 2, err
+    assert msg in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even runs/
+
+
+@pytest.mark.parametrize("args,msg", [BAD[0], BAD[2], BAD[-4]], ids=["preset", "prime", "argparse"])
+def test_bad_input_in_a_real_process(tmp_path, args, msg):
     run = tmp_path / "run"
     extra = ["--run-dir", str(run)] if args[0] == "train" else []
     res = cli(*args, *extra, cwd=tmp_path)
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert msg in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) <= 2
-    assert list(tmp_path.iterdir()) == []  # nothing written, not even runs/
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_existing_run_dir_is_never_overwritten(tmp_path):

@@ -153,7 +153,7 @@ def test_float64_softmax_loss_against_numpy_on_random_logits():
     np.testing.assert_allclose(got[1], spec["group_loss"] @ ce.mean(0), rtol=1e-6)
 
 
-@pytest.mark.parametrize("sets", [["loss=foo"], ["loss_dtype=float16"]])
+@pytest.mark.parametrize("sets", [["loss=foo"], ["loss_dtype=bfloat16"]])
 def test_bad_loss_settings_are_one_config_error_naming_the_choices(sets):
     with pytest.raises(ConfigError, match="choose one of") as e:
         validate(apply_overrides(get_preset("nanda-tiny"), sets))

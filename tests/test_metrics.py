@@ -3,7 +3,9 @@
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from miiii import apply_overrides, get_preset
 from miiii import metrics as M
@@ -135,3 +137,34 @@ def test_weight_norms_are_every_runs_and_start_at_the_initial_parameters(tmp_pat
     np.testing.assert_allclose(m["weight_norm"][0], norms, rtol=1e-5)
     np.testing.assert_allclose(m["weight_norm_total"][0], np.sqrt(np.sum(np.square(norms))), rtol=1e-5)
     assert m["softmax_collapse"].shape == (12, 1) and np.isfinite(m["max_logit"]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_softmax_collapse_reads_the_softmax_in_the_loss_dtype(dtype):
+    """Prieto et al.'s logger takes the softmax in the loss's precision: margins of 12, 30 and 25 all collapse in
+    float16 (1 + 3 e^-12 rounds to 1 there), the last two in float32, none in float64 (e^-30 is above its epsilon)."""
+    b, C = 3, 4
+    logits = np.zeros((b, 1, C), np.float32)
+    logits[:, 0, 0] = [12.0, 30.0, 25.0]
+    y = np.zeros((b, 1), np.int64)
+    ctx = _ctx(logits, y, np.array([C]), np.array([[1]], bool))._replace(loss_dtype=dtype)
+    want = {"float16": 1.0, "float32": 2 / 3, "float64": 0.0}[dtype]
+    np.testing.assert_allclose(np.asarray(M.softmax_collapse(ctx)), [want], rtol=1e-6)
+
+
+def test_float16_loss_is_their_float16_cross_entropy():
+    """train.loss_dtype=float16 against numpy's float16 log-softmax (Prieto et al.'s cross_entropy_float16)."""
+    from miiii.train import loss_and_metrics
+
+    rng = np.random.default_rng(1)
+    logits = (rng.normal(size=(64, 1, 7)) * 6).astype(np.float32)
+    y = rng.integers(0, 7, (64, 1))
+    spec = {"n_classes": np.array([7]), "loss_weight": np.array([1.0], np.float32),
+            "group_loss": np.array([[1.0]], np.float32), "groups": np.array([[1]], bool)}
+    x = logits.astype(np.float16)
+    z = x - x.max(-1, keepdims=True)
+    want = -(np.take_along_axis(z, y[..., None], -1)[..., 0] - np.log(np.exp(z).sum(-1))).mean()
+    got = float(loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, dtype="float16")[0])
+    assert got == pytest.approx(float(want), rel=2e-3)  # float16's own rounding, not float32's
+    f32 = float(loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, dtype="float32")[0])
+    assert got != f32

@@ -1,0 +1,71 @@
+"""The verdict rules of Prieto et al.'s claims: pure functions of one seed's per-setting summaries (what
+`study.member_summary` extracts from a sweep member). A rule's docstring (its first paragraph) is the rule
+results.md prints: the code and its description change together. Each returns True (holds in this seed), False
+(does not hold) or None (not testable in this seed); `verdict` pools the seeds the way every study here does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ONSET = 0.5  # a task is in Softmax Collapse once half of its training samples are (their notebook's "50% zero terms")
+WINDOW = 100  # steps averaged at each end of a validation-accuracy gain
+STALLED = 0.02  # "stopping learning altogether": a gain below 2 accuracy points from the onset to the end
+
+
+def grokked(s: dict) -> int:
+    """How many tasks of a member grokked (validation accuracy >= 0.99 at some step)."""
+    return sum(v is not None for v in s["grok"].values())
+
+
+def rule_sc_stops(nowd: dict, wd: dict) -> bool | None:
+    """holds if, without weight decay (float32 softmax), at least one task reaches Softmax Collapse (half of its
+    training samples with a correct-class probability of exactly 1) before it groks, none of those tasks groks
+    afterwards, their median validation-accuracy gain from the onset to the end (means over 100 steps) is below
+    0.02, and the same seed with weight decay (the control) groks every one of them; not testable when no task
+    collapses at least 200 steps before the end without grokking first, or when the control does not grok them."""
+    hit = [q for q, t in nowd["onset"].items() if t is not None and nowd["gain"][q] is not None
+           and (nowd["grok"][q] is None or nowd["grok"][q] > t)]
+    if not hit or any(wd["grok"][q] is None for q in hit):
+        return None
+    return bool(all(nowd["grok"][q] is None for q in hit) and np.median([nowd["gain"][q] for q in hit]) < STALLED)
+
+
+def rule_enables(mitigated: dict, nowd: dict, wd: dict) -> bool | None:
+    """holds if the mitigated run without weight decay groks at least as many tasks as the same seed with weight
+    decay, and more than the float32 softmax run without weight decay; not testable when that run groks as many
+    tasks as the weight-decay run (there is nothing left to enable)."""
+    if grokked(nowd) >= grokked(wd):
+        return None
+    return bool(grokked(mitigated) >= grokked(wd) and grokked(mitigated) > grokked(nowd))
+
+
+def rule_quick(ortho: dict, wd: dict) -> bool | None:
+    """holds if ⊥Grad without weight decay groks at least as many tasks as the same seed with weight decay, and the
+    median grok step of the tasks that grok in both runs is earlier with ⊥Grad; not testable when no task groks in
+    both."""
+    both = [q for q, t in ortho["grok"].items() if t is not None and wd["grok"][q] is not None]
+    if not both:
+        return None
+    return bool(grokked(ortho) >= grokked(wd) and np.median([wd["grok"][q] - ortho["grok"][q] for q in both]) > 0)
+
+
+def rule_precision(f16: dict, f32: dict, f64: dict) -> bool | None:
+    """holds if every task that reaches Softmax Collapse in float16 (without weight decay) reaches it strictly
+    earlier than in float32, and in float32 no later than in float64 (a run that never collapses counts as collapsing
+    after its end); not testable when no task collapses in float16."""
+    late = lambda t: np.inf if t is None else t  # noqa: E731
+    tasks = [q for q, t in f16["onset"].items() if t is not None]
+    if not tasks:
+        return None
+    return bool(all(f16["onset"][q] < late(f32["onset"][q]) <= late(f64["onset"][q]) for q in tasks))
+
+
+def verdict(per_seed: list) -> str:
+    """holds only when it holds in every seed; one seed against it makes it does not hold; a seed that cannot test
+    it (and none against) makes it not testable."""
+    if any(v is False for v in per_seed):
+        return "does not hold"
+    if not per_seed or any(v is None for v in per_seed):
+        return "not testable"
+    return "holds"
