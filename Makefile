@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke train-addition-10 export-adder test-tl
+        book book-smoke train-addition-10 export-adder test-tl stability
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -86,6 +86,10 @@ PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
 report: $(STAMP)  ## regenerate every bundle's tables from its committed records (results.md, the book's tables; seconds, no training)
 	$(BIN)/python -m miiii.report $(PAPER_BUNDLES)
 	$(BIN)/python -m experiments.book.bundle results/book --figures
+	$(BIN)/python -m experiments.stability.bundle results/stability
+
+stability: $(STAMP)  ## Prieto et al.'s numerical-stability claims, 3 seeds per setting unless SEEDS=N is given (sweeps in runs/stability/, reused; ~40 min on 2 CPU cores): results/stability/
+	$(BIN)/python -m experiments.stability $(if $(filter command line,$(origin SEEDS)),--seeds $(SEEDS)) $(ARGS)
 
 # the original code's variant: the roles its definitions (init, EMA start, digit order) change a claim of
 ALL_ROLES := nanda miiii masked basis nogrokfast nodropout

@@ -21,6 +21,7 @@ END = "<!-- /headline -->"
 PAPER = (("results/paper-cpu/results.md", "this codebase's definitions"),
          ("results/paper-cpu-original/results.md", "the original code's choices"))
 BOOK = ("results/book/seeds.md", "results/book/unstated.md")
+STABILITY = "results/stability/results.md"
 SHORT = 70  # characters of a claim's quotation shown
 
 
@@ -68,6 +69,16 @@ def book_rows(path: Path) -> list[tuple[str, str]]:
     return rows
 
 
+def stability_rows(path: Path) -> dict[str, dict[str, str]]:
+    """claim -> {task: 'verdict (per-seed marks)'} from the stability bundle's verdict table."""
+    out: dict[str, dict[str, str]] = {}
+    for line in path.read_text().splitlines():
+        if re.match(r"^\| \d+ \| ", line) and line.count(" | ") >= 5:
+            c = cells(line)
+            out.setdefault(short(c[1]), {})[c[3]] = f"{verdict(c[5])} ({c[4]})"
+    return out
+
+
 def table(root: Path = ROOT) -> str:
     papers = [(paper_rows(root / f), label) for f, label in PAPER]
     claims = list(dict.fromkeys(k for rows, _ in papers for k in rows))
@@ -83,6 +94,13 @@ def table(root: Path = ROOT) -> str:
               "| claim | verdict |", "| --- | --- |"]
     lines += [f"| {short(c)} | {v} |" for f in BOOK for c, v in book_rows(root / f)]
     lines += ["", f"`make train-addition` (preset `addition`, the book's loop as written): {ADDITION_ODDS}."]
+    if (root / STABILITY).is_file():
+        rows = stability_rows(root / STABILITY)
+        tasks = list(dict.fromkeys(t for v in rows.values() for t in v))
+        lines += ["", f"Prieto et al. (2025)'s numerical-stability claims at CPU scale (each verdict: per seed ✓ ✗ –; "
+                  f"[{STABILITY}]({STABILITY})):", "", "| claim | " + " | ".join(tasks) + " |",
+                  "|" + " --- |" * (len(tasks) + 1)]
+        lines += [f"| {c} | " + " | ".join(v.get(t, "–") for t in tasks) + " |" for c, v in rows.items()]
     return "\n".join([*lines, "", END])
 
 

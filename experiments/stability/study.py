@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -82,9 +83,18 @@ def read_member(run_dir: Path) -> dict:
     return {"seed": run.config.train.seed, "weight_decay": run.config.optim.weight_decay, **s}
 
 
+def sweep_dir(runs: Path, task: str, setting: str) -> Path:
+    return Path(runs) / f"{task}-{slug(setting)}"
+
+
+def sweep_seconds(runs: Path, task: str, setting: str) -> float:
+    """The wall time the setting's sweep took (its sweep.json's wall_s: compiling and training)."""
+    return float(json.loads((sweep_dir(runs, task, setting) / "sweep.json").read_text())["wall_s"])
+
+
 def train_setting(task: str, setting: str, seeds: int, runs: Path, steps: int | None, progress: bool) -> list[dict]:
     """The setting's sweep (reused when a finished one is there), then each member's summary."""
-    out = runs / f"{task}-{slug(setting)}"
+    out = sweep_dir(runs, task, setting)
     if not (out / "sweep.json").is_file():
         if out.exists():
             raise ConfigError(f"{out} holds an unfinished sweep (no sweep.json); remove it and run again")
