@@ -23,6 +23,7 @@ from miiii import analysis as A  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.plots_neurons import fig_attention, fig_frequency_ablation, fig_neurons, grid_acts, over_training  # noqa: E402,E501
+from miiii.plots_sequence import fig_sequence  # noqa: E402
 from miiii.plotstyle import OKABE_ITO, colorbar, grid_ax, is_grid, label, markers, sample_steps, save_figure  # noqa: E402,E501
 from miiii.run import Run, load_run  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
@@ -241,7 +242,8 @@ def load_runs(run_dirs) -> list[Run]:
 def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
     """Draw every figure the given runs support; returns the written paths (PNG and PDF of each). The grid
     illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
-    a sequence task (the book's addition, reversal) gets its curves and gradient norms."""
+    a sequence task (the book's addition, reversal) gets its curves, gradient norms and the book's figures of its
+    attention, embeddings and positions (plots_sequence.py)."""
     out = Path(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
     if blocker is not None and not blocker.is_dir():
@@ -260,6 +262,7 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
     for run in runs:
         paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)
         if not is_grid(run):
+            paths += fig_sequence(run, out) if run.params else []  # the book's attention, embeddings, positions
             continue
         paths += fig_singular_vectors(run, out) + fig_embed_fft(run, out)
         if not task_spec(run.config.task.name).whole_grid:  # some inputs are no samples: Run.inputs("grid") is the

@@ -51,6 +51,7 @@ LAYERS = (
     "report",  # results.md
     "plotstyle",  # the figures' look and shared helpers
     "plots_neurons",  # figures of the neurons, the attention and their change over training
+    "plots_sequence",  # the book's figures of one sequence run: attention, embeddings, positions
     "plots",  # the paper's other figures; draw_all
     "compare",  # several runs' curves and grok steps overlaid
     "film",  # a run over its recorded steps as an animation

@@ -16,7 +16,7 @@ import pytest
 
 from experiments.paper import study as paper
 from miiii import analysis as A
-from miiii import plots, plots_neurons, plotstyle
+from miiii import plots, plots_neurons, plots_sequence, plotstyle
 from miiii.claims import CLAIMS, VERDICTS, claims, rule_text
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
@@ -247,7 +247,7 @@ def _checking(monkeypatch, found: dict | None = None) -> dict:
         found[name] = plotstyle.layout_problems(fig) + _unreadable(fig)
         return save(fig, out, name)
 
-    for module in (plotstyle, plots, plots_neurons):
+    for module in (plotstyle, plots, plots_neurons, plots_sequence):
         monkeypatch.setattr(module, "save_figure", checked)
     return found
 
@@ -285,15 +285,17 @@ def test_layout_problems_sees_overlaps_and_cut_off_text():
 
 @pytest.mark.study  # make test-studies: an end-to-end run kept out of make test's 10 minutes
 def test_a_sequence_run_gets_only_the_figures_of_its_task(tmp_path, monkeypatch):
-    """The book's addition has no input grid: `figures` draws its curves and gradient norms, not the p = 11 grid
-    illustrations or any figure over the grid (the task registry's family decides), and those few are readable."""
+    """The book's addition has no input grid: `figures` draws its curves, gradient norms and the book's attention,
+    embedding and position figures, not the p = 11 grid illustrations or any figure over the grid (the task
+    registry's family decides), and every one is readable."""
     run = tmp_path / "addition"
     train_run(apply_overrides(get_preset("addition-tiny"), ["steps=20", "train.chunk=20", "train.eval_every=10",
                                                              "task.n_train=200", "task.n_valid=50",
                                                              "train.batch_size=64"]), run, progress=False)
     found = _checking(monkeypatch)
     assert main(["figures", str(run), "--out", str(tmp_path / "figures")]) == 0
-    stems = ["fig05_accuracy_addition", "fig06_loss_addition", "fig17_grad_norms_addition"]
+    stems = ["book_attention_addition", "book_embeddings_addition", "book_positions_addition",
+             "fig05_accuracy_addition", "fig06_loss_addition", "fig17_grad_norms_addition"]
     assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == stems
     assert found == dict.fromkeys(stems, [])
 

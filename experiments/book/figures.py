@@ -14,16 +14,10 @@ import numpy as np  # noqa: E402
 
 from experiments.book.records import sample_label  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
+from miiii.plots_sequence import draw_attention_row, draw_embedding_row, draw_positions, examples  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
-from miiii.tokens import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
 
 # ---------------------------------------------------------------- probes
-
-
-def attention(ev: Evaluator, seq: np.ndarray) -> list[np.ndarray]:
-    """Attention pattern (q, k) per layer for one sequence fed as the model input (EOS dropped)."""
-    _, acts = ev.apply(ev.params, seq[None, :-1])
-    return [np.asarray(acts[f"blocks.{i}.attn.hook_pattern"])[0].mean(0) for i in range(ev.cfg.model.n_layers)]
 
 
 def alignment_scores(ev: Evaluator, n_samples: int = 512) -> list[float]:
@@ -40,18 +34,6 @@ def alignment_scores(ev: Evaluator, n_samples: int = 512) -> list[float]:
         pat = np.asarray(acts[f"blocks.{i}.attn.hook_pattern"]).mean(1)  # (b, q, k), heads averaged
         out.append(float(np.mean([pat[:, q, keys].sum(-1).mean() for q, keys in pairs])))
     return out
-
-
-def pca(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """2-D projection and explained-variance ratio of the rows of w (centred SVD)."""
-    c = w - w.mean(0)
-    u, s, _ = np.linalg.svd(c, full_matrices=False)
-    return u[:, :2] * s[:2], s**2 / (s**2).sum()
-
-
-def cosine(w: np.ndarray) -> np.ndarray:
-    w = w / np.linalg.norm(w, axis=1, keepdims=True)
-    return w @ w.T
 
 
 # ---------------------------------------------------------------- figures
@@ -76,51 +58,20 @@ def fig_book_curves(reports: dict, curves: dict, out: Path) -> None:
 
 def fig_book_attention(evs: dict, out: Path) -> None:
     add, rev = evs["addition"], evs["reversal"]
-    n = add.n
-    examples = [
-        (add, encode_addition(np.array([123 % 10**n]), np.array([456 % 10**n]), n)[0], "Addition 123+456"),
-        (add, encode_addition(np.array([10**n - 1]), np.array([1]), n)[0], "Addition 999+001"),
-        (rev, encode_reversal(np.array([[(i + 1) % 10 for i in range(rev.n)]], np.int32))[0], "Reversal 1 2 3 4 5"),
-    ]
+    rows = [(add, *ex) for ex in examples(add)] + [(rev, *ex) for ex in examples(rev)]
     layers = max(add.cfg.model.n_layers, rev.cfg.model.n_layers)
-    fig, axes = plt.subplots(len(examples), layers, figsize=(6.5 * layers, 5.5 * len(examples)), squeeze=False)
-    for row, (ev, seq, title) in zip(axes, examples, strict=True):
-        labels = [TOKEN_TEXT[t] for t in seq[:-1]]
-        for i, pat in enumerate(attention(ev, seq)):
-            ax = row[i]
-            im = ax.imshow(pat, cmap="Blues", vmin=0)
-            ax.set_xticks(range(len(labels)), labels, fontsize=8)
-            ax.set_yticks(range(len(labels)), labels, fontsize=8)
-            b = ev.prompt_len - 0.5  # rows/columns after `=` hold the answer
-            ax.axhline(b, color="red", ls="--", lw=1)
-            ax.axvline(b, color="red", ls="--", lw=1)
-            ax.set(title=f"{title}: layer {i + 1}", xlabel="Key", ylabel="Query")
-            fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+    fig, axes = plt.subplots(len(rows), layers, figsize=(6.5 * layers, 5.5 * len(rows)), squeeze=False,
+                             layout="constrained")
+    for ax_row, (ev, seq, title) in zip(axes, rows, strict=True):
+        draw_attention_row(ax_row[: ev.cfg.model.n_layers], ev, seq, title)
     fig.savefig(out / "attention.png", dpi=110)
     plt.close(fig)
 
 
 def fig_embeddings(evs: dict, out: Path) -> dict:
-    fig, axes = plt.subplots(2, 2, figsize=(12, 10))
-    var = {}
-    for row, name in zip(axes, ("addition", "reversal"), strict=True):
-        w = np.asarray(evs[name].params["W_E"])
-        xy, ratio = pca(w)
-        var[name] = ratio[:2].tolist()
-        for i, (px, py) in enumerate(xy):
-            color = "tab:blue" if i < 10 else {"+": "tab:red", "=": "tab:green"}.get(TOKEN_TEXT[i], "gray")
-            row[0].scatter(px, py, c=color, s=90)
-            row[0].annotate(TOKEN_TEXT[i], (px, py), xytext=(0, 5), textcoords="offset points", ha="center")
-        row[0].set(title=f"{name}: token embeddings (PCA)", xlabel=f"PC1 ({ratio[0]:.1%})",
-                   ylabel=f"PC2 ({ratio[1]:.1%})")
-        row[0].grid(True, alpha=0.3)
-        im = row[1].imshow(cosine(w[:10]), cmap="RdBu_r", vmin=-1, vmax=1)
-        row[1].set_xticks(range(10))
-        row[1].set_yticks(range(10))
-        row[1].set_title(f"{name}: digit embedding cosine similarity")
-        fig.colorbar(im, ax=row[1], fraction=0.046)
-    fig.tight_layout()
+    fig, axes = plt.subplots(2, 2, figsize=(12, 10), layout="constrained")
+    var = {name: draw_embedding_row(row, np.asarray(evs[name].params["W_E"]), name)
+           for row, name in zip(axes, ("addition", "reversal"), strict=True)}
     fig.savefig(out / "embeddings.png", dpi=110)
     plt.close(fig)
     return var
@@ -128,21 +79,9 @@ def fig_embeddings(evs: dict, out: Path) -> dict:
 
 def fig_positions(evs: dict, out: Path) -> None:
     names = [k for k in ("addition", "reversal") if "W_pos" in evs[k].params]
-    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 5.5), squeeze=False, layout="constrained")
     for ax, name in zip(axes[0], names, strict=True):
-        ev = evs[name]
-        t = ev.task.n_ctx  # positions the model is fed; the book's extra row is never used
-        im = ax.imshow(cosine(np.asarray(ev.params["W_pos"])[:t]), cmap="RdBu_r", vmin=-1, vmax=1)
-        seq = ev.task.train.x[0]
-        labels = [f"{i}" for i in range(t)]
-        ax.set_xticks(range(t), labels, fontsize=8)
-        ax.set_yticks(range(t), [f"{i} ({'d' if s < 10 else TOKEN_TEXT[s]})" for i, s in enumerate(seq)], fontsize=8)
-        b = ev.prompt_len - 0.5
-        ax.axhline(b, color="red", ls="--", lw=1)
-        ax.axvline(b, color="red", ls="--", lw=1)
-        ax.set_title(f"{name}: positional embedding cosine similarity")
-        fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
+        draw_positions(ax, evs[name], name)
     fig.savefig(out / "positions.png", dpi=110)
     plt.close(fig)
 
