@@ -101,16 +101,35 @@ def wait_for_checkpoint(run_dir: Path, proc: subprocess.Popen, at_least: int, ti
     raise AssertionError("no checkpoint appeared in time")
 
 
+SHARED = "MIIII_TEST_SHARED_RUNS"  # the directory conftest.py gives every worker of a session
+
+
 @functools.cache
 def finished_run(preset: str, *sets: str):
-    """`preset` (with `--set` overrides) trained to the end once per test process, loaded (`load_run`): the runs
-    the extension tests (hooks, interventions, params_at, the README's example) work on."""
+    """`preset` (with `--set` overrides) trained to the end once per test session, loaded (`load_run`): the runs
+    the extension tests (hooks, interventions, params_at, the README's example) read and never change. Under
+    pytest the first worker to ask trains it into the session's shared directory while holding a lock; the others
+    wait and load it. Outside pytest: once per process, in a temporary directory."""
+    import fcntl
+
     from miiii.run import load_run
     from miiii.runner import train_run
 
-    d = Path(tempfile.mkdtemp(prefix=f"miiii-{preset}-"))
-    atexit.register(shutil.rmtree, d, True)
-    train_run(apply_overrides(get_preset(preset), list(sets)), d / "run", progress=False)
+    cfg = apply_overrides(get_preset(preset), list(sets))
+    if SHARED not in os.environ:
+        d = Path(tempfile.mkdtemp(prefix=f"miiii-{preset}-"))
+        atexit.register(shutil.rmtree, d, True)
+        train_run(cfg, d / "run", progress=False)
+        return load_run(d / "run")
+    root = Path(os.environ[SHARED])
+    root.mkdir(parents=True, exist_ok=True)
+    d = root / hashlib.sha256(repr((preset, sets)).encode()).hexdigest()[:16]
+    with open(root / f"{d.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a worker dies holding it
+        if not (d / "done").is_file():
+            shutil.rmtree(d, ignore_errors=True)  # a worker that died while training left a partial run
+            train_run(cfg, d / "run", progress=False)
+            (d / "done").touch()
     return load_run(d / "run")
 
 
