@@ -368,5 +368,11 @@ def read_params(run_dir: Path) -> dict:
     return read_checked(path, lambda f: unflatten(_npz(f))) if path.exists() or path.is_symlink() else {}
 
 
+def read_member(run_dir: Path) -> dict:
+    """member.json of a sweep member ({"index", "seed", "values": {grid key: value}}); {} for a run of its own."""
+    path = Path(run_dir) / MEMBER
+    return read_json(path) if path.exists() or path.is_symlink() else {}
+
+
 def has_checkpoints(run_dir: Path) -> bool:
     return (Path(run_dir) / CKPT_META).is_file() and (Path(run_dir) / CKPT).is_dir()
