@@ -28,6 +28,7 @@ from miiii.metricslog import MetricsLog
 from miiii.record import GiB, Recording
 from miiii.recorder import Recorder
 from miiii.rundir import (
+    CONFIG,
     MEMBER,
     check_layout,
     check_unedited,
@@ -167,7 +168,7 @@ def say(msg: str) -> None:
 def check_member(run_dir: Path, cfg: RunConfig) -> None:
     """A member directory a resume may continue: its config.json is the one its sweep's plan gives it, unedited
     since it started, with checkpoints to resume from."""
-    if not (run_dir / "config.json").is_file():
+    if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is missing: the sweep stopped before its first checkpoints; nothing to resume "
                           "(start the sweep again into a new --out)")
     saved = read_config(run_dir)
