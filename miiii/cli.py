@@ -174,7 +174,14 @@ def cmd_sweep(args) -> int:
         if processes(args):
             raise ConfigError("sweep --resume runs in one process: leave out --coordinator, --num-processes and "
                               "--process-id")
-        expect = (resolve_config(args), seeds, parse_grid(args.grid)) if given else None
+        expect = None
+        if given:  # what the command line changes, on the sweep's own plan: it must change nothing
+            from miiii.sweepmembers import read_plan
+
+            base, plan_seeds, plan_grid = read_plan(args.resume)
+            grid = parse_grid(args.grid) if args.grid else plan_grid
+            expect = (resolve_config(args, base=None if args.preset else base),
+                      plan_seeds if args.seeds is None else args.seeds, grid)
         res = resume_sweep(args.resume, progress=not args.no_progress, tensorboard=args.tensorboard,
                            profile=args.profile, expect=expect)
         keys = [k for k in res["members"][0]["values"]] if res["members"] else []

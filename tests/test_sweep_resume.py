@@ -77,8 +77,10 @@ def test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical(tmp_path, capsys):
     before = _runhelp.tree_digest(out)
     assert main([*ARGS[:-6], "--seeds", "1", "--grid", "lr=1e-3,1e-2", "--resume", str(out)]) == 2
     assert "differ from the sweep's own" in capsys.readouterr().err
+    assert main(["sweep", "--resume", str(out), "--set", "wd=0.5"]) == 2  # --set changes the sweep's own config
+    assert "differ from the sweep's own" in capsys.readouterr().err
     assert _runhelp.tree_digest(out) == before
-    assert main(["sweep", "--resume", str(out), "--no-progress", "--no-tensorboard"]) == 0
+    assert main([*ARGS, "--resume", str(out)]) == 0  # the sweep's own arguments given again: no change
     assert "resuming" in capsys.readouterr().err
     for i in (0, 1):
         _runhelp.assert_same_run(ref / f"member_{i:03d}", out / f"member_{i:03d}")
