@@ -47,7 +47,7 @@ def sigint_at(step: int):
     return on_chunk
 
 
-def test_members_record_keep_checkpoints_and_load_as_runs():
+def test_members_record_keep_checkpoints_and_load_as_runs(tmp_path, monkeypatch):
     sw = reference()
     for i, lr in enumerate((1e-3, 3e-3)):
         run = load_run(sw / f"member_{i:03d}")
@@ -60,9 +60,19 @@ def test_members_record_keep_checkpoints_and_load_as_runs():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # step 25 was not kept: the kept step before it, with a warning
             assert run.params_at(25)["W_E"].shape == run.params["W_E"].shape
-    from miiii.plotstyle import run_title
+    # the figures name a member by its values (file names keep its directory), as `figures MEMBER_DIR` draws them
+    from miiii import plots
 
-    assert run_title(load_run(sw / "member_001")) == "lr=0.003, seed 0"
+    drawn = []
+
+    def save(fig, out, stem):
+        drawn.append((stem, fig.axes[0].get_title().splitlines()[0]))
+        plots.plt.close(fig)
+        return []
+
+    monkeypatch.setattr(plots, "save_figure", save)
+    plots.fig_curves(load_run(sw / "member_001"), tmp_path, "acc")
+    assert drawn == [("fig05_accuracy_member_001", "lr=0.003, seed 0")]
     assert (sw / "sweep.json").is_file() and (sw / "sweep-plan.json").is_file()
 
 
@@ -71,6 +81,9 @@ def test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical(tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt, match=f"sweep --resume {out}"):
         run_sweep(CFG, 1, parse_grid(GRID), out, progress=False, tensorboard=False, on_chunk=sigint_at(20))
     assert not (out / "sweep.json").exists()  # incomplete
+    from miiii.compare import expand
+
+    assert expand([out]) == [out / "member_000", out / "member_001"]  # compare reads an incomplete sweep's members
     part = load_run(out / "member_000")  # an interrupted member reads back, cut to what was written
     assert len(part.metrics["step"]) == 20 and part.acts_steps.max() < 20
     # a changed config is refused, nothing changed
