@@ -23,7 +23,8 @@ from miiii.presets import get_preset
 from miiii.run import load_run
 from miiii.sweep import parse_grid, resume_sweep, run_sweep
 
-SETS = ["steps=30", "chunk=10", "ckpt.every=10", "ckpt.keep_log=4", "p=23", "valid_size=50", "d_model=32", "record.every=5"]
+SETS = ["steps=30", "chunk=10", "ckpt.every=10", "ckpt.keep_log=4", "p=23", "valid_size=50", "d_model=32",
+        "record.every=5"]
 CFG = apply_overrides(get_preset("nanda-tiny"), SETS)
 GRID = ["lr=1e-3,3e-3"]
 ARGS = ["sweep", "--preset", "nanda-tiny", *sum((["--set", s] for s in SETS), []), "--seeds", "1", "--grid", *GRID,
