@@ -161,19 +161,41 @@ def processes(args) -> tuple | None:
 
 def cmd_sweep(args) -> int:
     with deferred_interrupts():
-        from miiii.sweep import join_processes, make_members, parse_grid, run_sweep
+        from miiii.sweep import join_processes, make_members, parse_grid, resume_sweep, run_sweep
         from miiii.sweepfiles import summary_lines
 
     args.seed = None
+    budget = parse_bytes(args.record_budget)
+    given = args.preset is not None or args.overrides or args.steps is not None or args.seeds is not None or args.grid
+    seeds = 8 if args.seeds is None else args.seeds
+    if args.resume is not None:
+        if args.out is not None:
+            raise ConfigError("--resume continues OUT in place: leave out --out")
+        if processes(args):
+            raise ConfigError("sweep --resume runs in one process: leave out --coordinator, --num-processes and "
+                              "--process-id")
+        expect = None
+        if given:  # what the command line changes, on the sweep's own plan: it must change nothing
+            from miiii.sweepmembers import read_plan
+
+            base, plan_seeds, plan_grid = read_plan(args.resume)
+            grid = parse_grid(args.grid) if args.grid else plan_grid
+            expect = (resolve_config(args, base=None if args.preset else base),
+                      plan_seeds if args.seeds is None else args.seeds, grid)
+        res = resume_sweep(args.resume, progress=not args.no_progress, tensorboard=args.tensorboard,
+                           profile=args.profile, expect=expect)
+        keys = [k for k in res["members"][0]["values"]] if res["members"] else []
+        print("\n" + "\n".join(summary_lines(res, keys, args.resume, None)))
+        return 0
     cfg = resolve_config(args)
     grid = parse_grid(args.grid)
-    make_members(cfg, args.seeds, grid)  # validates every member before anything is written
+    make_members(cfg, seeds, grid)  # validates every member before anything is written
     joined = processes(args)
-    out = args.out or Path("runs") / f"sweep-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or Path("runs") / f"sweep-{args.preset or DEFAULT_PRESET}-{time.strftime('%Y%m%d-%H%M%S')}"
     if joined:
         join_processes(*joined, timeout=args.join_timeout)  # before anything touches a device
-    res = run_sweep(cfg, args.seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
-                    profile=args.profile)
+    res = run_sweep(cfg, seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
+                    profile=args.profile, record_budget=budget)
     if joined and args.process_id != 0:
         print(f"process {args.process_id} of {args.num_processes}: done; process 0 wrote the sweep directory")
         return 0

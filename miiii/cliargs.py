@@ -65,10 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="train seeds x a hyper-parameter grid in one vmapped program",
                         description="Train every member (seeds x grid) in one jitted, vmapped program, sharded "
-                        "over all devices; writes a run directory per member (its metrics.jsonl and tb/ after every "
-                        "chunk), sweep.json and grok_steps.png.", epilog=CACHE_NOTE)
-    sw.add_argument("--preset", default=DEFAULT_PRESET, help="preset every member starts from")
-    sw.add_argument("--seeds", type=int, default=8, help="seeds per grid point (train.seed, +1, +2, ...)")
+                        "over all devices; writes a run directory per member as `train` writes a run's (acts/ with "
+                        "the record.* settings, ckpt/ with the ckpt.* ones, metrics.jsonl and tb/ after every chunk: "
+                        "load_run, params_at and `figures MEMBER_DIR` work on it), members.csv, grok_steps.png and, "
+                        "last, sweep.json. Ctrl-C finishes the chunk, checkpoints every member and keeps the "
+                        "(incomplete) directory: --resume OUT continues it, bit-identical to an uninterrupted sweep.",
+                        epilog=CACHE_NOTE)
+    sw.add_argument("--preset", default=None, help=f"preset every member starts from (default {DEFAULT_PRESET})")
+    sw.add_argument("--seeds", type=int, default=None, help="seeds per grid point (train.seed, +1, +2, ...; default 8)")
     sw.add_argument("--grid", nargs="*", action="extend", default=[], metavar="KEY=V1,V2",
                     help="scalar hyper-parameters to cross: "
                     f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay); "
@@ -79,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change the base config like `train --set`")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.add_argument("--resume", type=Path, default=None, metavar="OUT",
+                    help="continue the interrupted sweep in OUT from the newest checkpoint every member has (its "
+                    "sweep-plan.json holds the preset, --set, --seeds and --grid; given again, they must agree); "
+                    "it ends bit-identical to an uninterrupted sweep. A complete sweep, or a directory that is no "
+                    "sweep, is refused. One process only")
+    sw.add_argument("--record-budget", default="2GiB", metavar="BYTES",
+                    help="refuse a sweep whose members' recordings together exceed this (default 2GiB; e.g. 500MB, "
+                    "8GiB); the recordings and checkpoints of all members must also fit the free disk")
     add_ops_options(sw, "each member's directory")
     mp = sw.add_argument_group(
         "several processes (hosts)",

@@ -19,10 +19,11 @@ MAX_TASK_PANELS = 12  # per-task accuracy panels (miiii has 29 tasks at p = 113)
 
 
 def expand(paths: list[Path]) -> list[Path]:
-    """Run directories: a sweep directory (it has sweep.json) stands for its members, in member order."""
+    """Run directories: a sweep directory (sweep.json, or an interrupted sweep's sweep-plan.json) stands for its
+    members, in member order."""
     out = []
     for p in map(Path, paths):
-        if (p / "sweep.json").is_file():
+        if (p / "sweep.json").is_file() or (p / "sweep-plan.json").is_file():
             members = sorted(d for d in p.glob("member_*") if d.is_dir())
             if not members:
                 raise ConfigError(f"{p} is a sweep without member directories")

@@ -16,7 +16,7 @@ import numpy as np
 from miiii import analysis as A
 from miiii.config import ConfigError
 from miiii.plots_neurons import top_neurons
-from miiii.plotstyle import OKABE_ITO, plt, sample_steps
+from miiii.plotstyle import OKABE_ITO, plt, run_title, sample_steps
 from miiii.run import Run, load_run
 
 NEURONS = "blocks.0.mlp.hook_post"
@@ -122,7 +122,7 @@ def frames(run: Run, max_frames: int = MAX_FRAMES):
         elif "attention" in panels:
             _attention(axes[i:i + len(heads)], run, int(step), heads)
         _accuracy(axes[-1], run, int(step))
-        fig.suptitle(f"{run.path.name}: step {int(step)}", fontsize=10)
+        fig.suptitle(f"{run_title(run)}: step {int(step)}", fontsize=10)
         fig.canvas.draw()
         yield np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
         plt.close(fig)

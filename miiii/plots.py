@@ -24,7 +24,17 @@ from miiii.config import ConfigError  # noqa: E402
 from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.plots_neurons import fig_attention, fig_frequency_ablation, fig_neurons, grid_acts, over_training  # noqa: E402,E501
 from miiii.plots_sequence import fig_sequence  # noqa: E402
-from miiii.plotstyle import OKABE_ITO, colorbar, grid_ax, is_grid, label, markers, sample_steps, save_figure  # noqa: E402,E501
+from miiii.plotstyle import (  # noqa: E402
+    OKABE_ITO,
+    colorbar,
+    grid_ax,
+    is_grid,
+    label,
+    markers,
+    run_title,
+    sample_steps,
+    save_figure,
+)
 from miiii.run import Run, load_run  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
 from miiii.tokens import is_prime  # noqa: E402
@@ -107,7 +117,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
         axes[0].legend(ncol=max(1, math.ceil(len(names) / 10)), fontsize=6, frameon=False, loc="upper left",
                        bbox_to_anchor=(1.01, 1.0))
     what = "accuracy" if kind == "acc" else "cross-entropy"
-    axes[0].set_title(f"{label(run)}\n{what} per task")
+    axes[0].set_title(f"{run_title(run)}\n{what} per task")
     number, stem = ("05", "accuracy") if kind == "acc" else ("06", "loss")
     return save_figure(fig, out, f"fig{number}_{stem}_{label(run)}")
 
@@ -133,7 +143,7 @@ def fig_grad_norms(run: Run, out: Path, max_cols: int = 400, pct: float = 99.0, 
     ax.set_xscale("log")
     ax.set_xlabel("step + 1 (log scale)")
     ax.set_ylabel("weight matrix")
-    ax.set_title(f"{label(run)}\ngradient L2 norm per weight matrix")
+    ax.set_title(f"{run_title(run)}\ngradient L2 norm per weight matrix")
     colorbar(mesh, ax, f"‖∇W‖ / its row's {pct:g}th percentile\n(log scale, clipped to [1e-{decades}, 1])")
     return save_figure(fig, out, f"fig17_grad_norms_{label(run)}")
 
@@ -153,7 +163,7 @@ def fig_positional(runs: list[Run], out: Path) -> list[Path]:
         ax.set_yticks([0, 1], ["x0", "x1"])
         ax.set_ylabel("position")
         colorbar(im, ax, "weight")
-        ax.set_title(f"{label(run)} ({run.config.task.name}): Pearson r(x0, x1) = {A.pearson(W[0], W[1]):.2f}",
+        ax.set_title(f"{run_title(run)} ({run.config.task.name}): Pearson r(x0, x1) = {A.pearson(W[0], W[1]):.2f}",
                      fontsize=9)
     axes[-1, 0].set_xlabel("d_model dimension")
     fig.suptitle("positional embeddings (paper: nanda r = 0.95, miiii r = -0.64)")
@@ -171,7 +181,7 @@ def fig_singular_values(runs: list[Run], out: Path) -> list[Path]:
         k50, k90 = A.variance_count(S, 0.5), A.variance_count(S, 0.9)
         s50, s90 = A.variance_count(S, 0.5, power=1), A.variance_count(S, 0.9, power=1)
         ax.plot(np.arange(1, len(S) + 1), S / S[0], color=c, marker=".", ms=3, lw=1,
-                label=f"{label(run)}: 50 %/90 % at {k50}/{k90} (Σσ: {s50}/{s90})")
+                label=f"{run_title(run)}: 50 %/90 % at {k50}/{k90} (Σσ: {s50}/{s90})")
         for k, ls in ((k50, "--"), (k90, ":")):
             ax.axvline(k, color=c, ls=ls, lw=0.8)
     ax.set_xlabel("index (dashed: 50 %, dotted: 90 % of Σσ²)")
@@ -193,7 +203,7 @@ def fig_singular_vectors(run: Run, out: Path, max_vectors: int = 8) -> list[Path
         v = float(np.abs(U[:, i]).max())
         ax.set_yticks([-v, 0, v], [f"{-v:.2f}", "0", f"{v:.2f}"], fontsize=6)
     axes[-1, 0].set_xlabel("token")
-    axes[0, 0].set_title(f"{label(run)}\ntop singular vectors of W_E (U columns)")
+    axes[0, 0].set_title(f"{run_title(run)}\ntop singular vectors of W_E (U columns)")
     return save_figure(fig, out, f"fig09_singular_vectors_{label(run)}")
 
 
@@ -213,7 +223,7 @@ def fig_embed_fft(run: Run, out: Path) -> list[Path]:
     a0.set_yticks(ticks, [names[i] for i in ticks], fontsize=6)
     a0.set_xlabel("d_model dimension")
     a0.set_ylabel("Fourier basis vector")
-    a0.set_title(f"{label(run)}\n|W_E| in the Fourier basis\n{int(active.sum())} active frequencies "
+    a0.set_title(f"{run_title(run)}\n|W_E| in the Fourier basis\n{int(active.sum())} active frequencies "
                  f"{np.flatnonzero(active).tolist()}")
     k = np.arange(len(norms))
     a1.bar(k[1:], norms[1:], color=np.where(active[1:], OKABE_ITO[3], OKABE_ITO[0]))

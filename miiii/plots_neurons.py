@@ -25,6 +25,7 @@ from miiii.plotstyle import (  # noqa: E402
     is_grid,
     label,
     markers,
+    run_title,
     sample_steps,
     save_figure,
 )
@@ -66,7 +67,7 @@ def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14")
         bottom.set_ylabel("ω1 (x1)")
         bottom.set_title(f"neuron {i}: |2-D FFT| (centred)")
         colorbar(im, bottom, "|FFT coefficient|")
-    fig.suptitle(f"{label(run)}\nMLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
+    fig.suptitle(f"{run_title(run)}\nMLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
     name = "fig04_neuron" if n == 1 else f"fig{number}_neurons"
     return save_figure(fig, out, f"{name}_{label(run)}")
 
@@ -93,7 +94,7 @@ def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
             ax.set_ylabel("x1")
             for axis in (ax.xaxis, ax.yaxis):
                 axis.set_major_locator(matplotlib.ticker.MaxNLocator(4, integer=True))
-        sub.suptitle(f"{label(run)} ({run.config.task.name}, {c} x {c} crop)", fontsize=9)
+        sub.suptitle(f"{run_title(run)} ({run.config.task.name}, {c} x {c} crop)", fontsize=9)
         colorbar(im, list(axes[:pat.shape[1]]), "attention to x0", fraction=0.03)
     fig.suptitle("attention from the output position to x0 (0: all on x1 or '=', 1: all on x0)")
     return save_figure(fig, out, "fig18_attention")
@@ -121,7 +122,7 @@ def dominance_over_time(neurons: np.ndarray, p: int) -> np.ndarray:
     return np.stack([A.frequency_dominance(A.to_grid(np.asarray(a, dtype=np.float64), p)) for a in neurons])
 
 
-def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> list[Path]:
+def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str, heading: str = "") -> list[Path]:
     """Fig. 16: frequency dominance of the MLP neurons over training (top) and the number of active frequencies
     (above mean + 2 std, bottom); the paper's Table 3 has 0, 0, 10, 18, 10 at 256 ... 65,536 epochs.
 
@@ -139,7 +140,7 @@ def fig_dominance(steps: np.ndarray, dom: np.ndarray, out: Path, name: str) -> l
     a0.set_xlim(edges[0], edges[-1])
     a0.set_ylabel("frequency ω")
     a0.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    a0.set_title(f"{name}\nMLP frequency dominance over training")
+    a0.set_title(f"{heading or name}\nMLP frequency dominance over training")
     colorbar(mesh, a0, "dominance / its step's maximum")
     a1.plot(steps, n_active, color=OKABE_ITO[3], **markers(len(steps)))
     a1.set_ylabel("|ω| active")
@@ -157,7 +158,8 @@ def _cell_edges(transform, x: np.ndarray) -> np.ndarray:
     return transform.inverted().transform(mid.reshape(-1, 1))[:, 0]
 
 
-def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str) -> list[Path]:
+def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str,
+                 heading: str = "") -> list[Path]:
     """Nanda et al. 2023's progress measures over training: train/test/restricted/excluded loss and Gini."""
     fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), sharex=True, layout="constrained")
     dots = markers(len(steps))
@@ -167,7 +169,7 @@ def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: 
     a0.set_yscale("log")
     a0.set_ylabel("cross-entropy")
     a0.legend(frameon=False, fontsize=7)
-    a0.set_title(f"{name}\nprogress measures (key frequencies {list(map(int, key_freqs))})")
+    a0.set_title(f"{heading or name}\nprogress measures (key frequencies {list(map(int, key_freqs))})")
     a1.plot(steps, measures["gini"], color=OKABE_ITO[2], **dots)
     a1.set_ylabel("Gini of |W_E| Fourier norms")
     a1.ticklabel_format(axis="y", useOffset=False)
@@ -183,7 +185,8 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
         i = sample_steps(len(neurons), max_steps, log=True)
         sel = np.asarray(neurons[i])
         sel = sel[:, :, -1] if sel.ndim == 4 else sel  # (t, p*p, N)
-        paths += fig_dominance(steps_of(run, NEURONS)[i], dominance_over_time(sel, p), out, label(run))
+        paths += fig_dominance(steps_of(run, NEURONS)[i], dominance_over_time(sel, p), out, label(run),
+                              run_title(run))
     logits = recorded_grid(run, "logits")
     if task_spec(run.config.task.name).nanda_progress and logits is not None and "W_E" in run.acts:
         # logits and W_E may be recorded at different rates: use the steps both have
@@ -192,7 +195,7 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
         sel = np.asarray(logits[il[j]], dtype=np.float64).reshape(len(j), p * p, -1)[..., :p]  # (t, p*p, p)
         _, key = A.neuron_key_freqs(A.neuron_freq_fractions(A.to_grid(acts[NEURONS][:, -1], p)))
         measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][iw[j]]), p, key, train_idx(run))
-        paths += fig_progress(common[j], measures, key, out, label(run))
+        paths += fig_progress(common[j], measures, key, out, label(run), run_title(run))
     return paths
 
 

@@ -49,8 +49,18 @@ def write_png(fig, path: Path) -> None:
 
 
 def label(run: Run) -> str:
-    """A run's name in figures: its directory name."""
+    """A run's name in figure file names: its directory name."""
     return run.path.name
+
+
+def run_title(run: Run) -> str:
+    """A run's name in titles and legends: a sweep member by its grid values and seed (`lr=0.003, seed 1`, from its
+    member.json), any other run by its directory name."""
+    m = run.member
+    if not m:
+        return run.path.name
+    values = ", ".join(f"{k.split('.')[-1]}={v:g}" for k, v in m.get("values", {}).items())
+    return f"{values}, seed {m.get('seed')}" if values else f"seed {m.get('seed')}"
 
 
 def is_grid(run: Run) -> bool:

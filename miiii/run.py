@@ -28,6 +28,7 @@ from miiii.rundir import (
     check_unedited,
     read_ckpt_meta,
     read_config,
+    read_member,
     read_metrics,
     read_npy,
     read_params,
@@ -57,6 +58,11 @@ class Run:
         return np.arange(len(self.acts[name])) * meta.get("every", 1)
 
     # ------------------------------------------------------------ the run as something to work with
+
+    @functools.cached_property
+    def member(self) -> dict:
+        """A sweep member's place in its sweep (member.json: index, seed, grid values); {} for a run of its own."""
+        return read_member(self.path)
 
     @functools.cached_property
     def task(self):

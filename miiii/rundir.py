@@ -64,9 +64,10 @@ from miiii.validate import validate
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
 METRICS_LOG, TB, MANIFEST = "metrics.jsonl", "tb", "checksums.json"
+MEMBER = "member.json"  # a sweep member's place in its sweep: index, seed, grid values (sweepmembers.py)
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
 RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK, METRICS_LOG, TB,
-             MANIFEST)  # a run's own names, at its top
+             MANIFEST, MEMBER)  # a run's own names, at its top
 NAMES = ("step", "task_names", "grad_names")  # the arrays of metrics.npz that are not metrics
 
 
@@ -365,6 +366,12 @@ def read_params(run_dir: Path) -> dict:
     """The final parameters as a nested dict of arrays ({} while the run has not finished)."""
     path = Path(run_dir) / PARAMS
     return read_checked(path, lambda f: unflatten(_npz(f))) if path.exists() or path.is_symlink() else {}
+
+
+def read_member(run_dir: Path) -> dict:
+    """member.json of a sweep member ({"index", "seed", "values": {grid key: value}}); {} for a run of its own."""
+    path = Path(run_dir) / MEMBER
+    return read_json(path) if path.exists() or path.is_symlink() else {}
 
 
 def has_checkpoints(run_dir: Path) -> bool:

@@ -9,25 +9,24 @@ takes its share. Several processes (hosts): `join_processes` (`python -m miiii s
 process's devices, each process puts its own members' shards on its devices, each chunk's metrics and the final
 parameters are gathered to every process (`multihost_utils.process_allgather`), and process 0 alone writes files.
 
-    sweep_dir/member_000/   a run directory per member (rundir.py): config.json at the start, metrics.jsonl (and tb/
-                            when tensorboardX imports) after every chunk, metrics.npz, summary.json, params.npz at
-                            the end
-    sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point
+    sweep_dir/sweep-plan.json  the base config, --seeds and --grid, written first (what --resume rebuilds from)
+    sweep_dir/member_000/   a run directory per member (rundir.py, sweepmembers.py), as a solo run of its config
+                            writes it: config.json and member.json (index, seed, grid values) at the start, acts/ (the
+                            recording) and ckpt/ (checkpoints), metrics.jsonl (and tb/) after every chunk, metrics.npz
+                            at checkpoints, summary.json and params.npz at the end
     sweep_dir/members.csv   one row per member: seed, grid values, final accuracy and loss, grok step (sweepfiles.py)
     sweep_dir/grok_steps.png
+    sweep_dir/sweep.json    members, their values, grokking steps; mean and spread per grid point; written last: a
+                            sweep directory without it is incomplete (`python -m miiii sweep --resume OUT`)
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import itertools
-import json
 import math
-import socket
 import sys
-import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,22 +40,34 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from miiii.analysis import grok_steps, last_evaluated
-from miiii.claim import RunClaim, check_new
+from miiii.cadence import checkpoint_due, log_steps, snap_steps
+from miiii.claim import RunClaim, RunLock
 from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
-from miiii.errors import raise_interrupt
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.integrity import finish_files
-from miiii.metricslog import MetricsLog
-from miiii.rundir import (
-    write_config,
-    write_metrics,
-    write_params,
+from miiii.record import GiB, describe_recording
+from miiii.rundir import write_metrics, write_params
+from miiii.runner import build, prepare
+from miiii.session import Interrupted, StopFlag, check_profile, profiled_chunk, say, summarize, trace_chunk
+from miiii.sweepfiles import grid_points, mark_diverged, members_csv, plot_grok_steps, point_label
+from miiii.sweephosts import agree, any_process, fetch, join_processes, to_global
+from miiii.sweepmembers import (
+    RESULT,
+    MemberFiles,
+    check_member,
+    check_sweep_budget,
+    describe_sweep_bytes,
+    member_slice,
+    plan_digest,
+    read_plan,
+    reopen_member,
+    restore_members,
+    write_plan,
 )
-from miiii.runner import prepare
-from miiii.session import check_profile, profiled_chunk, summarize, trace_chunk
-from miiii.sweepfiles import members_csv, plot_grok_steps, point_label
-from miiii.train import Trainer, TrainState, make_trainer, numerics, task_data
+from miiii.train import ChunkOut, Trainer, TrainState, numerics, task_data
 from miiii.validate import check_memory, validate
+
+__all__ = ["join_processes", "make_members", "member_dir", "parse_grid", "resume_sweep", "run_sweep"]
 
 
 @dataclass(frozen=True)
@@ -123,115 +134,6 @@ def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
     return hp
 
 
-JOIN_TIMEOUT_S = 300.0  # jax.distributed.initialize's own default (initialization_timeout)
-
-
-def join_processes(coordinator: str, num_processes: int, process_id: int, timeout: float = JOIN_TIMEOUT_S) -> None:
-    """Join a sweep spanning `num_processes` processes (one per host, or several on one): `jax.distributed.initialize`
-    with process 0's HOST:PORT; call it before anything touches a device. CPU processes exchange through gloo
-    (jax's default CPU collectives in recent versions, named here for older ones); GPUs through NCCL.
-
-    It says what it waits for, and waits at most `timeout` seconds for every process to join (a ConfigError then).
-    jax's call runs in a thread, given a longer `initialization_timeout` of its own: jax's wait in C++ takes no
-    Ctrl-C and ends its process in ways of its own, the wait here takes Ctrl-C and ends first (the CLI then leaves
-    with os._exit, which ends jax's wait too). Process 0
-    first checks that the port is free on this host: jax's coordination service would abort the process (a native
-    stack dump) when another process 0, or any program, listens there."""
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    port = int(coordinator.rpartition(":")[2])
-    if process_id == 0:
-        _check_port_free(port)
-    others = f"the {num_processes - 1} other process{'es' if num_processes > 2 else ''}"
-    where = f"its coordinator on port {port}" if process_id == 0 else f"process 0's coordinator at {coordinator}"
-    print(f"process {process_id} of {num_processes}: waiting for {others} to join through {where} (at most "
-          f"{timeout:g} s: --join-timeout; Ctrl-C stops)", file=sys.stderr, flush=True)
-    failed: list[BaseException] = []
-
-    def initialize():
-        try:
-            jax.distributed.initialize(coordinator, num_processes, process_id,
-                                       initialization_timeout=min(math.ceil(timeout) + 60, 2**31 - 1))
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
-            failed.append(e)
-
-    thread = threading.Thread(target=initialize, name="miiii-join", daemon=True)
-    deadline = time.monotonic() + timeout
-    thread.start()
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(0.2)  # a Ctrl-C is raised here, in the main thread
-    if thread.is_alive() or failed:
-        why = (": " + shown(str(failed[0]).strip().splitlines()[0], 200)) if failed and str(failed[0]).strip() else ""
-        raise ConfigError(f"process {process_id} of {num_processes}: not all {num_processes} processes joined through "
-                          f"{coordinator} within {timeout:g} s (--join-timeout){why}; start every process with the "
-                          "same --coordinator and --num-processes and its own --process-id")
-
-
-def _check_port_free(port: int) -> None:
-    """Process 0's coordinator port can be bound on this host (as jax's service binds it: every address)."""
-    for family, addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
-        try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-        except OSError:
-            continue  # no IPv6 here
-        with sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((addr, port))
-            except OSError as e:
-                if e.errno == errno.EADDRNOTAVAIL:
-                    continue
-                raise ConfigError(f"process 0 cannot start the coordinator on port {port}: {e.strerror or e} "
-                                  "(another process 0 of a sweep, or another program, uses it); choose a free port "
-                                  "for --coordinator") from None
-            return
-
-
-def _agree(cfg: RunConfig, seeds: int, grid: dict, out_dir: Path, profile: str | Path | None = None) -> None:
-    """Every process was given the same sweep, and process 0 may write `out_dir` (check_new there) and its
-    `profile` (runner.check_profile): a ConfigError on every process otherwise, before any compile. One all-gather;
-    nothing to do in a single process."""
-    if jax.process_count() == 1:
-        check_new(out_dir)
-        check_profile(profile)
-        return
-    refused = ""
-    if jax.process_index() == 0:
-        try:
-            check_new(out_dir)
-            check_profile(profile)
-        except ConfigError as e:
-            refused = str(e)
-    digest = zlib.crc32(json.dumps([cfg.to_dict(), seeds, grid], sort_keys=True).encode())
-    rows = multihost_utils.process_allgather(np.array([digest, bool(refused)], np.int64))  # (processes, 2)
-    if len(set(rows[:, 0].tolist())) > 1:
-        raise ConfigError("the processes of this sweep were given different presets, --set, --seeds or --grid; "
-                          "start every process with the same arguments")
-    if rows[0, 1]:
-        raise ConfigError(refused or f"process 0 cannot write its sweep directory {out_dir} or its --profile "
-                          "(see process 0's error)")
-
-
-def _global(tree, sharding: NamedSharding):
-    """Host values that every process computed alike -> arrays sharded over all processes' devices: each process
-    fills its own devices' shards (`jax.device_put` cannot target another process's device). Typed PRNG keys
-    travel as their key data."""
-    def put(x):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            return jax.random.wrap_key_data(put(jax.random.key_data(x)), impl=jax.random.key_impl(x))
-        x = np.asarray(x)
-        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
-
-    return jax.tree.map(put, tree)
-
-
-def _fetch(tree):
-    """A tree of member-sharded arrays as numpy on this process: `jax.device_get` in one process, an all-gather to
-    every process across several."""
-    if jax.process_count() == 1:
-        return jax.device_get(tree)
-    return multihost_utils.process_allgather(tree, tiled=True)
-
-
 def member_dir(sweep_dir: Path, index: int) -> Path:
     """Member `index`'s run directory in a sweep directory (the layout in the module docstring)."""
     return Path(sweep_dir) / f"member_{index:03d}"
@@ -250,156 +152,256 @@ def init_members(trainer: Trainer, seeds: jax.Array) -> TrainState:
 
 
 def members_chunk(trainer: Trainer) -> Callable:
-    """jit(states, data, n_steps) -> (states, ChunkOut of metrics (n, n_steps, ...)): `trainer.raw_chunk` vmapped over
-    members of `init_members`; the data is shared but for data["hp"] (one value per member). `states` is
-    donated."""
-    def chunk(states, data, n_steps):
+    """jit(states, data, n_steps, counts=None, snap_at=None) -> (states, ChunkOut, member axis first):
+    `trainer.raw_chunk` vmapped over members of `init_members`; the data (the recorded inputs too) and the
+    recording's `counts` and `snap_at` are shared, but for data["hp"] (one value per member). `states` is donated."""
+    def chunk(states, data, n_steps, counts=None, snap_at=None):
         axes = {k: 0 if k == "hp" else None for k in data}
-        return jax.vmap(lambda s, d: trainer.raw_chunk(s, d, n_steps), in_axes=(MEMBER_AXES, axes),
-                        out_axes=(MEMBER_AXES, 0))(states, data)
+        return jax.vmap(lambda s, d, at: trainer.raw_chunk(s, d, n_steps, counts, at),
+                        in_axes=(MEMBER_AXES, axes, None), out_axes=(MEMBER_AXES, 0))(states, data, snap_at)
 
-    return jax.jit(chunk, static_argnums=2, donate_argnums=0)
+    return jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0)
+
+
+_STARTING = "stopping once the start-up step under way returns (nothing is kept); press Ctrl-C again to stop at once"
+_RUNNING = "stopping after this chunk (every member writes a checkpoint); press Ctrl-C again to stop at once"
 
 
 def run_sweep(cfg: RunConfig, seeds: int, grid: dict, out_dir: str | Path, progress: bool = True,
-              tensorboard: bool = True, profile: str | Path | None = None) -> dict:
-    """Train every member; `tensorboard` and `profile` as `runner.train_run` (one chunk of all members traced).
-    The sweep directory is claimed before the build (claim.RunClaim): an error or Ctrl-C before the end removes it (a
-    sweep has no checkpoints to resume from).
+              tensorboard: bool = True, profile: str | Path | None = None, record_budget: int | None = 2 * GiB,
+              on_chunk=None) -> dict:
+    """Train every member; `tensorboard`, `profile`, `record_budget` and `on_chunk(step)` as `runner.train_run`.
+    Each member records and keeps checkpoints as a solo run of its config would; the recordings' and checkpoints'
+    bytes summed over the members are checked before anything is written (`sweepmembers.check_sweep_budget`).
 
+    The sweep directory is claimed before the build (claim.RunClaim): an error or Ctrl-C before every member's
+    step-0 checkpoint removes it; after, it stays (sweep.json missing: incomplete) and `resume_sweep` continues it.
     In several processes (`join_processes`) every process calls it with the same arguments and gets the same result;
     process 0 alone writes `out_dir` (and the profile), shows progress, and decides whether `out_dir` may be written.
     """
     out_dir = Path(out_dir)
-    _agree(cfg, seeds, grid, out_dir, profile)
+    agree(cfg, seeds, grid, out_dir, profile)
     writer = jax.process_index() == 0
     members = make_members(cfg, seeds, grid)
-    if not writer:
-        return _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
-    with RunClaim(out_dir) as claim:
-        result = _sweep(cfg, members, grid, out_dir, progress, tensorboard, profile, writer)
-        claim.keep()
-        return result
-
-
-def _sweep(cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, progress: bool, tensorboard: bool,
-           profile: str | Path | None, writer: bool) -> dict:
-    task = prepare(cfg)
-    keys = list(grid)
-    trainer = make_trainer(cfg, task)
-    data = task_data(task)
-
-    n_dev = len(jax.devices())
-    n = len(members)
-    padded = members + [members[-1]] * (-n % n_dev)  # the member axis must split evenly over devices
-    mesh = jax.make_mesh((n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
-    shard = NamedSharding(mesh, P("member"))
-    states = init_members(trainer, jnp.asarray([m.seed for m in padded]))
-    step, states = states.step, states._replace(step=None)
-    hp = _hp_arrays(padded, keys)
-    everywhere = NamedSharding(mesh, P())
-    if jax.process_count() == 1:
-        states, hp = jax.device_put((states, hp), shard)
-        step = jax.device_put(step, everywhere)
-    else:
-        states, hp = _global((states, hp), shard)
-        step = _global(step, everywhere)
-    states = states._replace(step=step)
-    chunk = members_chunk(trainer)
-
-    steps = cfg.train.steps
-    hist = trainer.empty_history(steps, len(task.task_names), lead=(len(padded),))
-    logs = []
-    if writer:  # out_dir itself is made by the claim
-        for mem in members:
-            run = member_dir(out_dir, mem.index)
-            run.mkdir()
-            write_config(run, mem.config)
-            logs.append(MetricsLog(run, {key: h[mem.index] for key, h in hist.items()}, task.task_names,
-                                   trainer.grad_names, 0, cfg.train.eval_every, steps, tensorboard, trainer.metrics))
-    lengths = [min(cfg.train.chunk, steps - s) for s in range(0, steps, cfg.train.chunk)]
-    traced, compiles = profiled_chunk(lengths)
-    diverged = np.full(len(padded), -1)  # each member's first step with a non-finite loss (-1: none)
-    t0 = time.perf_counter()
-    done = 0
-    try:
-        with tqdm(total=steps, disable=not (progress and writer), unit="step", desc=f"sweep x{n}") as bar:
-            for i, m in enumerate(lengths):
-                raise_interrupt()  # a Ctrl-C swallowed since the last chunk (errors.remember_interrupt) stops here
-                with trace_chunk(profile if i == traced and writer else None, i, done, m, compiles):
-                    states, out = chunk(states, data | {"hp": hp}, m)
-                    metrics = _fetch(out.metrics)
-                for key, h in hist.items():
-                    h[:, done:done + m] = metrics[key]
-                for i in mark_diverged(hist, diverged, done, done + m):
-                    if writer and i < n:
-                        mem = members[i]
-                        tqdm.write(f"member {i} ({point_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
-                                   f"{hist['loss'][i, diverged[i]]} at step {diverged[i]}; its metrics are NaN from "
-                                   "there and it counts as not grokked (the other members go on)", file=sys.stderr)
-                for log in logs:
-                    log.append(done, done + m)
-                done += m
-                bar.update(m)
-    finally:
-        for log in logs:
-            log.close()
-    wall = time.perf_counter() - t0
-
-    step_axis = np.arange(steps)
-    rows = []
-    final = states.params if jax.process_count() == 1 else _fetch(states.params)
-    for mem in members:
-        run = member_dir(out_dir, mem.index)
-        mh = {key: h[mem.index] for key, h in hist.items()}
-        if writer:
-            write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
-        per_task = grok_steps(step_axis, mh["valid_acc"])
-        gone = int(diverged[mem.index]) if diverged[mem.index] >= 0 else None
-        grok_all = None if None in per_task or gone is not None else max(per_task)
-        params = jax.tree.map(lambda a, i=mem.index: a[i], final)
-        # the same summary as a solo run (final metrics after the last update), plus the member's place in the sweep;
-        # diverged_at: the first step whose loss was not finite (its metrics are NaN from there), None if none
-        summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
-            seed=mem.seed, values=mem.values, grok_step_all=grok_all, diverged_at=gone,
-            final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config))
-        if gone is not None:  # a diverged member never counts as grokked
-            summary["grok_step"] = dict.fromkeys(summary["grok_step"])
-        if writer:
-            write_params(run, params)
-            finish_files(run, summary)
-        rows.append(summary | {"member": mem.index})
-
-    points = []
-    for combo, group in itertools.groupby(rows, key=lambda r: tuple(r["values"].items())):
-        group = list(group)
-        g = [r["grok_step_all"] for r in group]
-        done_g = [x for x in g if x is not None]
-        gone = [r["diverged_at"] for r in group]
-        points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g), diverged_at=gone,
-                           n_diverged=sum(d is not None for d in gone),
-                           mean=float(np.mean(done_g)) if done_g else None,
-                           std=float(np.std(done_g)) if len(done_g) > 1 else None))
-    result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=n_dev, n_processes=jax.process_count(),
-                  wall_s=round(wall, 3), member_steps_per_s=round(n * steps / wall, 1), members=rows, points=points)
+    sweep = SweepRun(cfg, members, grid, out_dir, writer)
     if writer:
-        write_json_atomic(out_dir / "sweep.json", result)
-        write_text_atomic(out_dir / "members.csv", members_csv(rows, keys))
-        plot_grok_steps(points, steps, out_dir / "grok_steps.png")
-    if jax.process_count() > 1:  # the others wait for process 0's files here, not in jax's shutdown barrier (5 min)
-        multihost_utils.sync_global_devices("miiii sweep: files written")
-    return result
+        check_sweep_budget(sweep.rec, sweep.template, cfg, len(members), out_dir, record_budget)
+        say(describe_recording(sweep.rec) + (f" (each of the {len(members)} members)" if sweep.rec.arrays else ""))
+        say(describe_sweep_bytes(sweep.rec, sweep.template, cfg, len(members)))
+    with StopFlag(_STARTING) as stop, (RunClaim(out_dir) if writer else contextlib.nullcontext()) as claim:
+        if writer:
+            write_plan(out_dir, cfg, seeds, grid)
+        try:
+            sweep.open_files(create=True)
+            stop.check()
+            states = sweep.init_states()
+            stop.check()
+            sweep.checkpoint(states, finished=False)  # step 0: a sweep stopped in its first chunk can resume
+        except BaseException:
+            sweep.close()
+            raise
+        if claim is not None:
+            claim.keep()
+        return sweep.run(states, 0, stop, progress, tensorboard, profile, on_chunk)
 
 
-def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:
-    """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss is not finite
-    there for the first time gets that step in `diverged` (-1: not diverged), and every metric of a diverged member
-    is NaN from its step on (its accuracies on NaN logits say nothing). Returns the members new to `diverged`."""
-    bad = ~np.isfinite(hist["loss"][:, start:stop])
-    new = [int(i) for i in np.nonzero((diverged < 0) & bad.any(1))[0]]
-    for i in new:
-        diverged[i] = start + int(np.argmax(bad[i]))
-    for i in np.nonzero(diverged >= 0)[0]:
-        for h in hist.values():
-            h[i, max(start, int(diverged[i])):stop] = np.nan
-    return new
+def resume_sweep(out_dir: str | Path, progress: bool = True, tensorboard: bool = True,
+                 profile: str | Path | None = None, expect: tuple | None = None, on_chunk=None) -> dict:
+    """Continue an interrupted sweep from the newest checkpoint every member has good; it ends bit-identical to an
+    uninterrupted sweep of the same plan (sweep-plan.json). `expect`: the (config, seeds, grid) a command line gave,
+    which must be the plan's. Every check runs before anything is changed; one process only."""
+    out_dir = Path(out_dir)
+    if jax.process_count() > 1:
+        raise ConfigError("sweep --resume runs in one process (leave out --coordinator, --num-processes, "
+                          "--process-id)")
+    cfg, seeds, grid = read_plan(out_dir)
+    if expect is not None and plan_digest(*expect) != plan_digest(cfg, seeds, grid):
+        raise ConfigError(f"--resume {out_dir}: --preset, --set, --steps, --seeds or --grid differ from the sweep's "
+                          f"own ({out_dir / 'sweep-plan.json'}); resume without them, or start a new sweep")
+    check_profile(profile)
+    members = make_members(cfg, seeds, grid)
+    for mem in members:
+        check_member(member_dir(out_dir, mem.index), mem.config)
+    with StopFlag() as stop, RunLock(out_dir):
+        sweep = SweepRun(cfg, members, grid, out_dir, True)
+        try:
+            sweep.open_files(create=False)
+            restored, step = restore_members(sweep.files, sweep.template)
+            for f in sweep.files:
+                reopen_member(f, step, step == cfg.train.steps)
+        except BaseException:
+            sweep.close()
+            raise
+        say(f"resuming {out_dir} from step {step} of {cfg.train.steps}")
+        return sweep.run(sweep.stack(restored, step), step, stop, progress, tensorboard, profile, on_chunk)
+
+
+class SweepRun:
+    """The members of one sweep in one program: the task, trainer and recording they share, their vmapped chunk,
+    their history, and (process 0) each member's run directory (`sweepmembers.MemberFiles`)."""
+
+    def __init__(self, cfg: RunConfig, members: list[Member], grid: dict, out_dir: Path, writer: bool):
+        self.cfg, self.members, self.keys, self.out_dir, self.writer = cfg, members, list(grid), out_dir, writer
+        self.task = prepare(cfg)
+        self.trainer, self.rec = build(cfg, self.task)
+        self.template = jax.eval_shape(self.trainer.init, cfg.train.seed)
+        self.n_dev, n = len(jax.devices()), len(members)
+        self.padded = members + [members[-1]] * (-n % self.n_dev)  # the member axis must split evenly over devices
+        mesh = jax.make_mesh((self.n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
+        self.shard, self.everywhere = NamedSharding(mesh, P("member")), NamedSharding(mesh, P())
+        self.chunk = members_chunk(self.trainer)
+        self.hist = self.trainer.empty_history(cfg.train.steps, len(self.task.task_names), lead=(len(self.padded),))
+        self.files: list[MemberFiles] = []
+        self.kept = log_steps(cfg.train.steps, cfg.ckpt.keep_log)
+        self.keydata = None  # (members, key data): a member's key never changes
+
+    def open_files(self, create: bool) -> None:
+        if not self.writer:
+            return
+        for mem in self.members:
+            self.files.append(MemberFiles(member_dir(self.out_dir, mem.index), mem.config, self.rec,
+                                          {k: h[mem.index] for k, h in self.hist.items()}, self.task.task_names,
+                                          self.trainer, create, dict(index=mem.index, seed=mem.seed,
+                                                                     values=mem.values)))
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def _put(self, states: TrainState) -> TrainState:
+        step, states = states.step, states._replace(step=None)
+        hp = _hp_arrays(self.padded, self.keys)
+        if jax.process_count() == 1:
+            states, self.hp = jax.device_put((states, hp), self.shard)
+            step = jax.device_put(step, self.everywhere)
+        else:
+            states, self.hp = to_global((states, hp), self.shard)
+            step = to_global(step, self.everywhere)
+        return states._replace(step=step)
+
+    def init_states(self) -> TrainState:
+        return self._put(init_members(self.trainer, jnp.asarray([m.seed for m in self.padded])))
+
+    def stack(self, restored: list[TrainState], step: int) -> TrainState:
+        """Every member's restored state as one member-sharded state (padding repeats the last member)."""
+        restored = restored + [restored[-1]] * (len(self.padded) - len(restored))
+        host = [s._replace(key=jax.random.key_data(s.key), step=None) for s in restored]
+        stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *host)
+        self.keydata = stacked.key
+        stacked = stacked._replace(key=jax.random.wrap_key_data(jnp.asarray(stacked.key)),
+                                   step=jnp.asarray(step, self.template.step.dtype))
+        return self._put(stacked)
+
+    def _host(self, states: TrainState) -> TrainState:
+        """The states on this host (a collective across processes): key data instead of typed keys."""
+        out = fetch(states._replace(key=jax.random.key_data(states.key), step=None))
+        return out._replace(step=np.asarray(states.step.addressable_data(0)))
+
+    def _member_state(self, host: TrainState, i: int) -> TrainState:
+        return TrainState(member_slice(host.params, i), member_slice(host.opt_state, i), host.step,
+                          jax.random.wrap_key_data(jnp.asarray(host.key[i])))
+
+    def checkpoint(self, states: TrainState, finished: bool) -> None:
+        host = self._host(states)
+        self.keydata = host.key
+        for i, f in enumerate(self.files):
+            f.checkpoint(self._member_state(host, i), finished)
+        self.last_ckpt = int(host.step)
+
+    def counts(self, start: int, n: int):
+        return self.rec.counts(start, n) if self.rec.arrays else None
+
+    def run(self, states, done: int, stop: StopFlag, progress: bool, tensorboard: bool, profile, on_chunk) -> dict:
+        """The chunks from step `done` (every member's history before it filled) to the end, then the results."""
+        try:
+            for f in self.files:
+                f.open_log(done, tensorboard)
+            diverged = np.full(len(self.padded), -1)  # each member's first step with a non-finite loss (-1: none)
+            mark_diverged(self.hist, diverged, 0, done)
+            stop.message = _RUNNING
+            t0 = time.perf_counter()
+            states = self._train(states, done, diverged, stop, progress, profile, on_chunk)
+            wall = time.perf_counter() - t0
+            final = jax.device_get(self._host(states).params)
+        finally:
+            self.close()
+        return self._finish(final, diverged, wall)
+
+    def _train(self, states, done, diverged, stop, progress, profile, on_chunk):
+        cfg, n, steps = self.cfg, len(self.members), self.cfg.train.steps
+        data = task_data(self.task) | self._record_data() | {"hp": self.hp}
+        starts = range(done, steps, cfg.train.chunk)
+        lengths = [min(cfg.train.chunk, steps - s) for s in starts]
+        traced, compiles = profiled_chunk([(m, self.counts(s, m)) for s, m in zip(starts, lengths, strict=True)])
+        self.last_ckpt = done
+        with tqdm(total=steps, initial=done, disable=not (progress and self.writer), unit="step",
+                  desc=f"sweep x{n}") as bar:
+            for i, m in enumerate(lengths):
+                if any_process(stop.requested):
+                    raise Interrupted(f"interrupted: every member's checkpoint at step {self.last_ckpt} of {steps} is "
+                                      f"in {self.out_dir}; continue with: python -m miiii sweep --resume "
+                                      f"{self.out_dir}")
+                snap_at = snap_steps(done, m, self.kept)
+                with trace_chunk(profile if i == traced and self.writer else None, i, done, m, compiles):
+                    states, out = self.chunk(states, data, m, self.counts(done, m), snap_at)
+                    out = fetch(out)
+                for key, h in self.hist.items():
+                    h[:, done:done + m] = out.metrics[key]
+                for j in mark_diverged(self.hist, diverged, done, done + m):
+                    if self.writer and j < n:
+                        mem = self.members[j]
+                        tqdm.write(f"member {j} ({point_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
+                                   f"{self.hist['loss'][j, diverged[j]]} at step {diverged[j]}; its metrics are NaN "
+                                   "from there and it counts as not grokked (the other members go on)", file=sys.stderr)
+                for j, f in enumerate(self.files):
+                    f.take(done, m, ChunkOut({}, member_slice(out.record, j), member_slice(out.record_end, j)))
+                    if snap_at is not None:
+                        key = jax.random.wrap_key_data(jnp.asarray(self.keydata[j]))
+                        f.save_snaps(self.template._replace(key=key), member_slice(out.snaps, j), snap_at)
+                done += m
+                if (any_process(stop.requested) or done == steps or checkpoint_due(done, m, cfg.ckpt.every)
+                        or done in self.kept or snap_at is not None):
+                    self.checkpoint(states, finished=done == steps)
+                bar.update(m)
+                if on_chunk is not None:
+                    on_chunk(done)
+        return states
+
+    def _record_data(self) -> dict:
+        return {"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {}
+
+    def _finish(self, final, diverged: np.ndarray, wall: float) -> dict:
+        cfg, task, trainer, steps, n = self.cfg, self.task, self.trainer, self.cfg.train.steps, len(self.members)
+        step_axis = np.arange(steps)
+        rows = []
+        for mem in self.members:
+            run = member_dir(self.out_dir, mem.index)
+            mh = {key: h[mem.index] for key, h in self.hist.items()}
+            per_task = grok_steps(step_axis, mh["valid_acc"])
+            gone = int(diverged[mem.index]) if diverged[mem.index] >= 0 else None
+            grok_all = None if None in per_task or gone is not None else max(per_task)
+            params = member_slice(final, mem.index)
+            # the same summary as a solo run (final metrics after the last update), plus the member's place in the
+            # sweep; diverged_at: the first step whose loss was not finite (its metrics are NaN from there), or None
+            summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
+                seed=mem.seed, values=mem.values, grok_step_all=grok_all, diverged_at=gone,
+                final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config),
+                record_bytes=self.rec.nbytes)
+            if gone is not None:  # a diverged member never counts as grokked
+                summary["grok_step"] = dict.fromkeys(summary["grok_step"])
+            if self.writer:
+                write_metrics(run, mh, steps, task.task_names, trainer.grad_names)
+                write_params(run, params)
+                finish_files(run, summary)
+            rows.append(summary | {"member": mem.index})
+        result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=self.n_dev,
+                      n_processes=jax.process_count(), wall_s=round(wall, 3),
+                      member_steps_per_s=round(n * steps / max(wall, 1e-9), 1), members=rows,
+                      points=grid_points(rows))
+        if self.writer:  # sweep.json last: its presence says the sweep is complete
+            write_text_atomic(self.out_dir / "members.csv", members_csv(rows, self.keys))
+            plot_grok_steps(result["points"], steps, self.out_dir / "grok_steps.png")
+            write_json_atomic(self.out_dir / RESULT, result)
+        if jax.process_count() > 1:  # the others wait for process 0's files here, not in jax's shutdown barrier
+            multihost_utils.sync_global_devices("miiii sweep: files written")
+        return result

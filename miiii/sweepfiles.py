@@ -1,9 +1,11 @@
 """What a finished sweep writes beside its members' run directories: `members.csv` (one row per member) and
-`grok_steps.png` (each member's grokking step per grid point). Plain numpy and matplotlib over the sweep's rows.
+`grok_steps.png` (each member's grokking step per grid point); the grid points' summary and the members marked
+diverged. Plain numpy and matplotlib over the sweep's rows.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +91,7 @@ def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
     lines = [f"sweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s){where}, "
              f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)"]
     for pt in res["points"]:
-        label = ", ".join(f"{k}={v:g}" for k, v in pt["values"].items()) or "seeds"
+        label = point_label(pt["values"])
         mean = f"{pt['mean']:.0f}" if pt["mean"] is not None else "-"
         std = f" ± {pt['std']:.0f}" if pt["std"] is not None else ""
         gone = [d for d in pt["diverged_at"] if d is not None]
@@ -104,3 +106,32 @@ def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
     lines.append(f"members ({out / 'members.csv'}):")
     lines += ["  " + "  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in [cols, *cells]]
     return lines
+
+
+def grid_points(rows: list[dict]) -> list[dict]:
+    """Each grid point's members: their grokking steps, how many grokked and diverged, mean and spread."""
+    points = []
+    for combo, group in itertools.groupby(rows, key=lambda r: tuple(r["values"].items())):
+        group = list(group)
+        g = [r["grok_step_all"] for r in group]
+        done_g = [x for x in g if x is not None]
+        gone = [r["diverged_at"] for r in group]
+        points.append(dict(values=dict(combo), grok_steps=g, n_grokked=len(done_g), diverged_at=gone,
+                           n_diverged=sum(d is not None for d in gone),
+                           mean=float(np.mean(done_g)) if done_g else None,
+                           std=float(np.std(done_g)) if len(done_g) > 1 else None))
+    return points
+
+
+def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:
+    """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss is not finite
+    there for the first time gets that step in `diverged` (-1: not diverged), and every metric of a diverged member
+    is NaN from its step on (its accuracies on NaN logits say nothing). Returns the members new to `diverged`."""
+    bad = ~np.isfinite(hist["loss"][:, start:stop])
+    new = [int(i) for i in np.nonzero((diverged < 0) & bad.any(1))[0]]
+    for i in new:
+        diverged[i] = start + int(np.argmax(bad[i]))
+    for i in np.nonzero(diverged >= 0)[0]:
+        for h in hist.values():
+            h[i, max(start, int(diverged[i])):stop] = np.nan
+    return new

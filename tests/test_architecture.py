@@ -43,6 +43,8 @@ LAYERS = (
     "session",  # the host loop of one run: chunks, checkpoints, metrics, the recorder, Ctrl-C
     "runner",  # starting and resuming a run
     "sweepfiles",  # a sweep's members.csv and grok_steps.png
+    "sweephosts",  # a sweep over several processes: joining, agreeing, gathering
+    "sweepmembers",  # each member's run directory (recorder, checkpoints); the plan a resume reads
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
     "measures",  # what the paper's claims read from a run

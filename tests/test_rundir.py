@@ -53,8 +53,9 @@ def test_train_run_resume_and_sweep_member_read_back_with_load_run(tmp_path):
         np.testing.assert_array_equal(resumed.metrics[k], solo.metrics[k])
 
     run_sweep(CFG, 2, {}, tmp_path / "sweep", progress=False)
-    member = assert_complete(tmp_path / "sweep" / "member_000", CFG, False)
-    assert member.summary["seed"] == CFG.train.seed and not (tmp_path / "sweep" / "member_000" / CKPT_META).exists()
+    member = assert_complete(tmp_path / "sweep" / "member_000", CFG, True)  # a member records as a solo run does
+    assert member.summary["seed"] == CFG.train.seed and (tmp_path / "sweep" / "member_000" / CKPT_META).exists()
+    np.testing.assert_array_equal(member.params_at(CFG.train.steps)["W_E"], member.params["W_E"])
     np.testing.assert_allclose(member.metrics["loss"], solo.metrics["loss"], rtol=1e-5)
 
 

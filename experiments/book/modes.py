@@ -33,7 +33,7 @@ from miiii.config import ConfigError, RunConfig, apply_overrides  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, to_jsonable  # noqa: E402
 from miiii.runner import train_run  # noqa: E402
-from miiii.sweep import make_members, member_dir, run_sweep  # noqa: E402
+from miiii.sweep import make_members, member_dir, resume_sweep, run_sweep  # noqa: E402
 from miiii.train import steps_per_epoch  # noqa: E402
 
 
@@ -110,7 +110,9 @@ def recipe_sweep(sweep_dir: Path, base: RunConfig, n: int, grid: dict, first_see
     base = replace(base, train=replace(base.train, seed=first_seed))
     if first_seed:
         sweep_dir = sweep_dir.with_name(f"{sweep_dir.name}_seeds={first_seed}-{first_seed + n - 1}")
-    if not (sweep_dir / "sweep.json").is_file():
+    if (sweep_dir / "sweep-plan.json").is_file() and not (sweep_dir / "sweep.json").is_file():
+        resume_sweep(sweep_dir, tensorboard=False, expect=(base, n, grid))  # an interrupted sweep goes on
+    elif not (sweep_dir / "sweep.json").is_file():
         run_sweep(base, n, grid, sweep_dir, tensorboard=False)
     result = json.loads((sweep_dir / "sweep.json").read_text())
     want = [m.config for m in make_members(base, n, grid)]

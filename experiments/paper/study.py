@@ -35,7 +35,7 @@ from miiii.record import GiB, check_budget
 from miiii.report import write_results
 from miiii.run import load_run
 from miiii.runner import build, prepare, resume_run, train_run
-from miiii.sweep import make_members, member_dir, run_sweep
+from miiii.sweep import make_members, member_dir, resume_sweep, run_sweep
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -156,11 +156,14 @@ def train_role(role: str, cfg, run_dir: Path, reuse: bool, progress: bool) -> No
 def train_seeds(role: str, cfg, n: int, sweep_dir: Path, reuse: bool, progress: bool) -> list[Path]:
     """Seeds cfg.train.seed + 1 ... + n as one vmapped sweep without recording (metrics, summaries, final params)."""
     if not (reuse and (sweep_dir / "sweep.json").is_file()):
-        if sweep_dir.exists():
-            raise ConfigError(f"{sweep_dir} holds an unfinished sweep (no sweep.json); remove it and run again")
         cfg = seeds_config(cfg)
         t = time.perf_counter()
-        res = run_sweep(cfg, n, {}, sweep_dir, progress=progress)
+        if (sweep_dir / "sweep-plan.json").is_file() and not (sweep_dir / "sweep.json").is_file():
+            res = resume_sweep(sweep_dir, progress=progress, expect=(cfg, n, {}))  # an interrupted sweep goes on
+        elif sweep_dir.exists():
+            raise ConfigError(f"{sweep_dir} holds something other than an interrupted sweep; remove it and run again")
+        else:
+            res = run_sweep(cfg, n, {}, sweep_dir, progress=progress)
         done = [sum(v is not None for v in m["grok_step"].values()) for m in res["members"]]
         print(f"{role}: {n} more seeds in {time.perf_counter() - t:.0f} s, tasks grokked per seed {done}", flush=True)
     return [member_dir(sweep_dir, i) for i in range(n)]
