@@ -56,6 +56,16 @@ def l2_per_array(tree):
     return jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(tree)])
 
 
+def in_dtype(dtype: str):
+    """The context a computation in `dtype` needs (train.loss_dtype): 64-bit types on for float64 (jax.enable_x64,
+    scoped to it), nothing otherwise."""
+    import contextlib
+
+    import jax
+
+    return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
+
+
 def _masked_buckets(c: StepContext, dtype="float32"):
     """Each bucket's logits (b, n, width) in `dtype` with the classes past a slot's own set to -inf, and its targets."""
     import jax.numpy as jnp
@@ -73,8 +83,6 @@ def softmax_collapse(c: StepContext):
     of the task. Under loss=stablemax this still reads the softmax, whose collapse StableMax is there to avoid."""
     import jax
     import jax.numpy as jnp
-
-    from miiii.train import in_dtype
 
     with in_dtype(c.loss_dtype):
         one = [jnp.take_along_axis(jax.nn.softmax(lg, axis=-1), yb[..., None], -1)[..., 0] == 1.0

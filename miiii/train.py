@@ -59,16 +59,10 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax",
     it, both returned as float32; float64 turns on 64-bit types for this computation only (jax.enable_x64); float16
     is Prieto et al.'s `cross_entropy_float16` (log-softmax and mean in float16), where collapse comes soonest.
     """
-    with in_dtype(dtype):  # scoped: the model, the optimizer and the metrics stay float32
+    with M.in_dtype(dtype):  # scoped: the model, the optimizer and the metrics stay float32
         out = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.dtype(dtype))
     return out if dtype == "float32" else tuple(v.astype(jnp.float32) for v in out)
 
-
-def in_dtype(dtype: str):
-    """The context a computation in `dtype` needs: 64-bit types on for float64 (jax.enable_x64), nothing otherwise."""
-    import contextlib
-
-    return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
 
 
 def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
