@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke train-addition-10 export-adder test-tl
+        book book-smoke train-addition-10 export-adder test-tl test-tl4
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -115,6 +115,18 @@ test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torc
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m pip install -q "$(TL)"
 	$(BIN)/python -m pytest -q tests/test_transformerlens.py $(ARGS)
+
+# TransformerLens 4 (the `tl4` extra) removed HookedTransformer and cannot share .venv with 3: a venv of its own
+# with miiii and the same CPU torch (installed with it: the resolver then never reaches for a CUDA build)
+VENV_TL4 ?= .venv-tl4
+$(VENV_TL4)/.installed: pyproject.toml
+	test -x $(VENV_TL4)/bin/python || $(PY) -m venv $(VENV_TL4)
+	$(VENV_TL4)/bin/python -m pip install -q --upgrade pip
+	$(VENV_TL4)/bin/python -m pip install -q "$(TORCH)" -e ".[dev,tl4]" --extra-index-url $(TORCH_INDEX)
+	touch $@
+
+test-tl4: $(VENV_TL4)/.installed  ## the same round trip against TransformerLens 4 (TransformerBridge.boot_native), in its own .venv-tl4
+	$(VENV_TL4)/bin/python -m pytest -q tests/test_transformerlens.py $(ARGS)
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
