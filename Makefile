@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke train-addition-10 export-adder test-tl test-tl4
+        book book-smoke train-addition-10 export-adder test-tl
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -118,6 +118,7 @@ test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torc
 
 # TransformerLens 4 (the `tl4` extra) removed HookedTransformer and cannot share .venv with 3: a venv of its own
 # with miiii and the same CPU torch (installed with it: the resolver then never reaches for a CUDA build)
+.PHONY: test-tl4
 VENV_TL4 ?= .venv-tl4
 $(VENV_TL4)/.installed: pyproject.toml
 	test -x $(VENV_TL4)/bin/python || $(PY) -m venv $(VENV_TL4)
