@@ -120,6 +120,19 @@ test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torc
 	$(BIN)/python -m pip install -q "$(TL)"
 	$(BIN)/python -m pytest -q tests/test_transformerlens.py $(ARGS)
 
+# TransformerLens 4 (the `tl4` extra) removed HookedTransformer and cannot share .venv with 3: a venv of its own
+# with miiii and the same CPU torch (installed with it: the resolver then never reaches for a CUDA build)
+.PHONY: test-tl4
+VENV_TL4 ?= .venv-tl4
+$(VENV_TL4)/.installed: pyproject.toml
+	test -x $(VENV_TL4)/bin/python || $(PY) -m venv $(VENV_TL4)
+	$(VENV_TL4)/bin/python -m pip install -q --upgrade pip
+	$(VENV_TL4)/bin/python -m pip install -q "$(TORCH)" -e ".[dev,tl4]" --extra-index-url $(TORCH_INDEX)
+	touch $@
+
+test-tl4: $(VENV_TL4)/.installed  ## the same round trip against TransformerLens 4 (TransformerBridge.boot_native), in its own .venv-tl4
+	$(VENV_TL4)/bin/python -m pytest -q tests/test_transformerlens.py $(ARGS)
+
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 

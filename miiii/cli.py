@@ -39,10 +39,13 @@ def cmd_export_adder(args) -> int:
 def cmd_export_tl(args) -> int:
     from miiii.transformerlens import export_tl, load_lines
 
-    cfg = export_tl(args.run_dir, args.out_dir)
-    print(f"wrote {args.out_dir}/model.safetensors and config.json: {cfg['n_layers']} layer(s), d_model "
-          f"{cfg['d_model']}, d_vocab_out {cfg['d_vocab_out']}; load it in TransformerLens 3.x with\n")
-    print(load_lines(args.out_dir))
+    cfg = export_tl(args.run_dir, args.out_dir, args.step)
+    print(f"wrote {args.out_dir}/model.safetensors and config.json: step {cfg['miiii']['steps']}, "
+          f"{cfg['n_layers']} layer(s), d_model {cfg['d_model']}, d_vocab_out {cfg['d_vocab_out']}; load it in "
+          f"TransformerLens 3.x with\n")
+    print(load_lines(args.out_dir, 3))
+    print("\nor in TransformerLens 4.x with\n")
+    print(load_lines(args.out_dir, 4))
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from miiii.config import SWEEPABLE, shown
 from miiii.presets import DEFAULT_PRESET
-from miiii.transformerlens import LOAD
+from miiii.transformerlens import LOAD, LOAD_TL4
 
 DESCRIPTION = ("Command line: `python -m miiii {train,sweep,presets,figures,compare,film,page,book,export-adder,"
                "export-tl}`.\nBad input exits with status 2 and one message.")
@@ -153,10 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("out", type=Path, help="the Python file to write (not an existing one, unless --force; never a "
                     "file of a run)")
     ex.add_argument("--force", action="store_true", help="replace OUT if it exists (never a run's own file)")
-    tl = sub.add_parser("export-tl", help="write a finished run as a TransformerLens model (safetensors + config)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
+    tl = sub.add_parser("export-tl", help="write a run (or a kept step of it) as a TransformerLens model (safetensors "
+                        "+ config)", formatter_class=argparse.RawDescriptionHelpFormatter,
                         description=textwrap.dedent("""\
-                            Write RUN_DIR's final parameters as TransformerLens's model, without torch:
+                            Write RUN_DIR's final parameters (--step N: a kept step's) as TransformerLens's model,
+                            without torch:
                               OUT_DIR/model.safetensors  the weights by TransformerLens's state-dict names, float32:
                                 zero biases where this model has none, W_pos zeros without a positional
                                 embedding, W_U = W_E.T for a tied head (the book), miiii's per-task
@@ -164,12 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
                               OUT_DIR/config.json  HookedTransformerConfig's keyword arguments and a "miiii"
                                 section: the task and its names, the position the answer is read at (last: the
                                 paper's tasks; all: the book's), each task's [start, stop) columns of the logits"""),
-                        epilog="load it in TransformerLens 3.x (pip install -e '.[tl]'; HookedTransformer was removed "
-                        "in 4.0):\n\n" + textwrap.indent(LOAD, "  ")
+                        epilog="load it in TransformerLens 3.x (pip install -e '.[tl]'; make test-tl):\n\n"
+                        + textwrap.indent(LOAD, "  ") + "\n\nor in TransformerLens 4.x (HookedTransformer was removed; "
+                        "make test-tl4):\n\n" + textwrap.indent(LOAD_TL4, "  ")
                         + "\n\n  logits = model(tokens)  # miiii: logits[:, -1, slice(*miiii['slices']['q=2'])]")
     tl.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                     help="a finished run directory (config.json, params.npz, summary.json) of any task")
     tl.add_argument("out_dir", type=Path, metavar="OUT_DIR",
                     help="the directory to write model.safetensors and config.json into; created if missing, "
                     "refused if it holds anything")
+    tl.add_argument("--step", type=int, metavar="N", help="export the parameters of kept step N (one of the run's "
+                    "kept_steps: its checkpoints, ckpt.keep_log) instead of the final ones")
     return ap

@@ -1,15 +1,16 @@
-"""A finished run as a TransformerLens model: `python -m miiii export-tl RUN_DIR OUT_DIR` writes
+"""A run as a TransformerLens model: `python -m miiii export-tl RUN_DIR OUT_DIR [--step N]` writes
 
     OUT_DIR/model.safetensors   the weights by TransformerLens's state-dict names, float32
     OUT_DIR/config.json         HookedTransformerConfig's keyword arguments, and a "miiii" section saying how to
                                 read the logits: the task, its names, the position the answer is read at, and
                                 (readout "last") each task's columns of the unembedding
 
-and the five lines in `LOAD` (also in the README and in `export-tl --help`) load it in TransformerLens 3.x
-(`pip install -e ".[tl]"`; HookedTransformer was removed in 4.0). They load the weights with `strict=False`: the
-file holds every parameter, not TransformerLens's attention buffers `mask` and `IGNORE`, which it builds itself.
-`model.run_with_cache(tokens)` then has every hook point `hooks.HookedModel` names, with the same values
-(tests/test_transformerlens.py checks them on every input).
+of the final parameters, or of a kept step's (`--step N`, one of `run.kept_steps`). The lines in `LOADERS` (also in
+docs/extending.md and in `export-tl --help`) load it: in TransformerLens 3.x as a HookedTransformer (`strict=False`:
+the file holds every parameter, not TransformerLens's attention buffers `mask` and `IGNORE`, which it builds
+itself), in 4.x (which removed HookedTransformer) as a `TransformerBridge.boot_native` model whose
+`convert_tl_checkpoint` reads these names. `model.run_with_cache(tokens)` then has every hook point
+`hooks.HookedModel` names, with the same values (tests/test_transformerlens.py checks them on every input).
 
 What changes on the way: TransformerLens has attention and MLP biases and an unembedding bias everywhere; a
 model without them gets zeros. Without a positional embedding W_pos is zeros. The book's tied head becomes
@@ -38,12 +39,22 @@ from safetensors.torch import load_file
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 cfg = json.load(open("OUT_DIR/config.json")); miiii = cfg.pop("miiii")
 model = HookedTransformer(HookedTransformerConfig(**cfg)); model.load_state_dict(load_file("OUT_DIR/model.safetensors"), strict=False)'''  # noqa: E501
+# TransformerLens 4: boot_native builds its own small model from the config (its head's bias a zero buffer, b_U here);
+# convert_tl_checkpoint maps HookedTransformer's names and per-head shapes onto it; the load is strict
+LOAD_TL4 = '''import json
+from safetensors.torch import load_file
+from transformer_lens.conversion_utils import convert_tl_checkpoint
+from transformer_lens.model_bridge import TransformerBridge
+cfg = json.load(open("OUT_DIR/config.json")); miiii = cfg.pop("miiii")
+model = TransformerBridge.boot_native(cfg); model.load_state_dict(convert_tl_checkpoint(load_file("OUT_DIR/model.safetensors"), model.cfg))'''  # noqa: E501
+LOADERS = {3: LOAD, 4: LOAD_TL4}  # TransformerLens's major version -> the lines that load an export in it
 
 
-def load_lines(out_dir: str | Path = "OUT_DIR") -> str:
-    """The five lines that load an export in TransformerLens, for the export at `out_dir`: each path a Python string
-    literal (repr), so a folder named with quotes, backslashes or code reads back as that path and runs nothing."""
-    text = LOAD
+def load_lines(out_dir: str | Path = "OUT_DIR", tl: int = 3) -> str:
+    """The lines that load an export in TransformerLens `tl` (3 or 4), for the export at `out_dir`: each path a
+    Python string literal (repr), so a folder named with quotes, backslashes or code reads back as that path and
+    runs nothing."""
+    text = LOADERS[tl]
     for name in (CONFIG, WEIGHTS):
         text = text.replace(f'"OUT_DIR/{name}"', repr(f"{out_dir}/{name}"))
     return text
@@ -152,11 +163,13 @@ def tl_state_dict(params: dict, model, n_classes) -> dict[str, np.ndarray]:
     return sd
 
 
-def tl_config(run, d_vocab_out: int) -> dict:
-    """HookedTransformerConfig's keyword arguments for `run` (a run.Run), plus the "miiii" section."""
+def tl_config(run, d_vocab_out: int, step: int | None = None) -> dict:
+    """HookedTransformerConfig's keyword arguments for `run` (a run.Run) at `step` (None: its final parameters),
+    plus the "miiii" section ("steps": the updates the exported parameters had)."""
     m, t, model = run.config.model, run.config.task, run.model
     task = run.task
-    meta = {"run": Path(run.path).resolve().name, "steps": run.summary.get("steps"), "task": t.name,
+    meta = {"run": Path(run.path).resolve().name, "steps": run.summary.get("steps") if step is None else step,
+            "task": t.name,
             "task_names": list(task.task_names),
             "position": "last" if m.readout == "last" else "all"}
     if t.is_sequence:
@@ -180,11 +193,21 @@ def tl_config(run, d_vocab_out: int) -> dict:
 # ---------------------------------------------------------------- the command
 
 
-def export_tl(run_dir: str | Path, out_dir: str | Path) -> dict:
-    """Write RUN_DIR's final parameters as OUT_DIR/model.safetensors and OUT_DIR/config.json; returns the config.
-    Refuses an OUT_DIR that holds anything, one inside a run directory (a resume would take it for the run's own
-    files) and a RUN_DIR that is not a finished run (ConfigError). A failed write (disk full) is a RunError and
-    leaves nothing: the files and the folders it made are removed."""
+def kept_params(run, step: int) -> dict:
+    """The parameters of kept step `step` (exactly that step: an export names the step it holds)."""
+    kept = run.kept_steps
+    if step not in kept:
+        raise ConfigError(f"--step {step}: {run.path} kept no checkpoint at step {step} (kept: "
+                          f"{', '.join(map(str, kept)) or 'none'}); keep more with --set ckpt.keep_log=K")
+    return run.params_at(step)
+
+
+def export_tl(run_dir: str | Path, out_dir: str | Path, step: int | None = None) -> dict:
+    """Write RUN_DIR's final parameters (or, `step`, those of that kept step: one of `run.kept_steps`, restored and
+    verified) as OUT_DIR/model.safetensors and OUT_DIR/config.json; returns the config. Refuses an OUT_DIR that holds
+    anything, one inside a run directory (a resume would take it for the run's own files), a RUN_DIR that is not a
+    finished run (with `step`: not a run) and a step that was not kept (ConfigError). A failed write (disk full) is a
+    RunError and leaves nothing: the files and the folders it made are removed."""
     from miiii.run import load_run
 
     out = Path(out_dir)
@@ -197,11 +220,11 @@ def export_tl(run_dir: str | Path, out_dir: str | Path) -> dict:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{shown(out, 200)} already exists and is not empty; choose a new OUT_DIR")
     run = load_run(run_dir)
-    if not run.summary or not run.params:
+    if step is None and (not run.summary or not run.params):
         raise ConfigError(f"{run_dir} is not a finished run (no summary.json or params.npz); finish it first "
-                          f"(`python -m miiii train --resume {run_dir}`)")
-    sd = tl_state_dict(run.params, run.model, run.task.n_classes)
-    cfg = tl_config(run, sd["unembed.W_U"].shape[1])
+                          f"(`python -m miiii train --resume {run_dir}`), or export a kept step (--step)")
+    sd = tl_state_dict(run.params if step is None else kept_params(run, step), run.model, run.task.n_classes)
+    cfg = tl_config(run, sd["unembed.W_U"].shape[1], step)
     made = [p for p in (out, *out.parents) if not (p.exists() or p.is_symlink())]
     try:
         out.mkdir(parents=True, exist_ok=True)

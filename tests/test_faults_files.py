@@ -232,12 +232,13 @@ def test_export_tl_refuses_a_path_inside_a_run(tmp_path, capsys):
         assert tree_digest(run) == before and not (run / "exports").exists() and not (run / "ckpt" / "999").exists()
 
 
+@pytest.mark.parametrize("tl", [3, 4])
 @pytest.mark.parametrize("name", ['x")+print("INJECTED")+("', 'a"quote', "back\\slash", "new\nline", "it's"])
-def test_the_printed_snippet_reads_any_path_as_a_literal(tmp_path, name):
+def test_the_printed_snippet_reads_any_path_as_a_literal(tmp_path, name, tl):
     from miiii.transformerlens import load_lines
 
     out = tmp_path / name
-    tree = ast.parse(load_lines(out))
+    tree = ast.parse(load_lines(out, tl))
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     assert {f"{out}/config.json", f"{out}/model.safetensors"} <= strings, strings
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
@@ -247,10 +248,11 @@ def test_the_printed_snippet_reads_any_path_as_a_literal(tmp_path, name):
 def test_export_tl_prints_a_snippet_that_runs_nothing_from_the_path(tmp_path, capsys):
     out = tmp_path / 'x")+print("INJECTED")+("'
     assert cli("export-tl", _finished(), out) == 0
-    text = capsys.readouterr().out
-    snippet = text[text.index("import json"):]
-    strings = {n.value for n in ast.walk(ast.parse(snippet)) if isinstance(n, ast.Constant)}
-    assert f"{out}/config.json" in strings and (out / "config.json").is_file()
+    snippets = [block for block in capsys.readouterr().out.split("\n\n") if block.startswith("import json")]
+    assert len(snippets) == 2 and (out / "config.json").is_file()  # TransformerLens 3's lines and 4's
+    for snippet in snippets:
+        strings = {n.value for n in ast.walk(ast.parse(snippet)) if isinstance(n, ast.Constant)}
+        assert f"{out}/config.json" in strings
 
 
 def test_export_tl_on_a_full_disk_leaves_nothing_and_exits_1(tmp_path, monkeypatch, capsys):
