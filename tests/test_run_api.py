@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, Crash, crash_at, finished_run
 
+from miiii import runner
 from miiii.cadence import log_steps
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import param_names
@@ -37,8 +38,20 @@ ALL_PARAMS = ("W_E", "W_pos", "blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.
 @pytest.fixture(scope="module")
 def kept_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("kept") / "run"
-    train_run(kept_cfg(), d, progress=False)
-    return load_run(d)
+    built, build = [], runner.build
+    with pytest.MonkeyPatch.context() as mp:  # the run's trainer, to count the chunk programs it compiled
+        mp.setattr(runner, "build", lambda *a: built.append(build(*a)) or built[-1])
+        train_run(kept_cfg(), d, progress=False)
+    run = load_run(d)
+    run.chunk_programs = built[0][0].chunk._cache_size()
+    return run
+
+
+def test_log_spaced_checkpoints_cost_no_compile(kept_run):
+    """Three chunks of 100 steps, five kept steps (1, 3, 10, 31, 96) inside the first, none inside the others: one
+    compiled program. A chunk with kept steps had its own program before (another per count of them inside),
+    seconds of compile apiece."""
+    assert kept_run.chunk_programs == 1
 
 
 def _leaf(params, name):
@@ -98,6 +111,18 @@ def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp
         np.testing.assert_array_equal(_leaf(again.params_at(10), name), _leaf(kept_run.params_at(10), name))
 
 
+def test_a_preset_run_keeps_several_checkpoints_before_it_groks():
+    """nanda-tiny with its preset's checkpoints (ckpt.keep_log): kept steps before its grok step, and one of them
+    hold a model that fits the training set but has not generalised."""
+    run = finished_run("nanda-tiny")
+    (grok,) = run.summary["grok_step"].values()
+    before = [s for s in run.kept_steps if s < grok]
+    valid, train = run.metrics["valid_acc"][:, 0], run.metrics["train_acc"][:, 0]
+    memorised = [s for s in before if train[s] == 1 and valid[s] < 0.9]  # fit, not generalised: pre-grok
+    assert len(before) >= 10 and len(memorised) >= 3 and valid[grok] >= 0.99
+    run.params_at(memorised[-1])  # restores, verified against its checksum
+
+
 def test_inputs_and_labels_by_split(kept_run):
     run = kept_run
     p = run.config.task.p
@@ -124,6 +149,10 @@ def test_the_readme_example_runs(capsys):
     assert '"runs/latest"' in code
     exec(compile(code.replace('"runs/latest"', repr(str(run.path))), "README example", "exec"), {})
     out = capsys.readouterr().out
+    pre, grok, acc_pre, acc_end = re.search(r"step (\d+), before grokking at (\d+): accuracy ([\d.]+) .*at the end: "
+                                            r"([\d.]+)", out).groups()
+    assert int(pre) < int(grok) == run.summary["grok_step"]["mod 37"]
+    assert float(acc_pre) < 0.9 < 0.99 < float(acc_end)  # a model that has not generalised yet, and the grokked one
     before, after = (float(v) for v in re.search(r"loss ([-+\de.]+) -> ([-+\de.]+)", out).groups())
     assert after > before
     assert Path(run.path).is_dir()
