@@ -52,13 +52,21 @@ def due_steps(steps: int, every) -> list[int]:
     return list(every) if isinstance(every, tuple) else list(range(0, steps + 1, every))
 
 
+def snap_width(kept: tuple[int, ...], n: int) -> int:
+    """The most steps of `kept` strictly inside any n consecutive steps (d, d + n), wherever a chunk starts (a
+    resume may start one at a kept step): the slots every chunk of length n gives for captured states."""
+    k = np.asarray([s for s in kept if s > 0])
+    return int((np.searchsorted(k, k + n - 1) - np.arange(len(k))).max()) if len(k) else 0
+
+
 def snap_steps(done: int, n: int, kept: tuple[int, ...]) -> np.ndarray | None:
     """The steps kept for good (ckpt.keep_log) inside the chunk [done, done + n), whose states the chunk returns,
-    padded with -1 to a power of two (a run compiles a few chunk shapes, not one per chunk); None if none."""
-    inside = [k for k in kept if done < k < done + n]
-    if not inside:
+    padded with -1 to `snap_width(kept, n)` in every chunk, with a kept step or not: all chunks of a length share
+    one compiled program (a width per chunk cost a compile each, seconds apiece); None if nothing is kept."""
+    if not kept:
         return None
-    return np.array(inside + [-1] * ((1 << (len(inside) - 1).bit_length()) - len(inside)), np.int32)
+    inside = [k for k in kept if done < k < done + n]
+    return np.array(inside + [-1] * (max(snap_width(kept, n), 1) - len(inside)), np.int32)
 
 
 def evaluated_steps(start: int, stop: int, eval_every: int) -> np.ndarray:

@@ -5,7 +5,7 @@
     run_dir/ckpt.json       {"checksums": {STEP: sha256 of the state's array bytes}, "config": the RunConfig}
                             (written and read by rundir.py)
 
-With `ckpt.keep_log = K` the steps `log_steps(steps, K)` are checkpointed too (the runner ends a chunk at each)
+With `ckpt.keep_log = K` the steps `log_steps(steps, K)` are checkpointed too (each chunk returns their states)
 and kept for good beside the newest `keep`: `Run.params_at(step)` restores them exactly.
 
 orbax verifies nothing (a flipped byte in a saved checkpoint restores silently), so a step counts as

@@ -23,17 +23,19 @@ from miiii.tasks import TaskConfig
 
 # ---------------------------------------------------------------- recipes
 
-# The paper presets keep ~20 checkpoints at log-spaced steps for `run.params_at` (miiii at p = 113: ~27 MB each,
-# ~0.6 GB in all; nanda ~4 MB each). The tiny and cpu presets (the tests, `make train`) keep none.
-PAPER_KEEP_LOG = 20
-NO_LOG = dict(keep_log=0)
+# Every preset keeps ~20 checkpoints at log-spaced steps for `run.params_at` (step 0, 1, 2, 3, 5, ... the end; for
+# nanda-cpu 16 of them before its grok step near 700): a chunk captures their states inside its scan, so they
+# cost one save each, no compile (`make bench`'s ckpt.keep_log row). miiii at p = 113: ~27 MB each, ~0.6 GB in
+# all; nanda ~4 MB each.
+KEEP_LOG = 20
+LOG_CKPT = CheckpointConfig(keep_log=KEEP_LOG)
 
 _NANDA = RunConfig(
     task=TaskConfig(name="nanda", p=113, train_frac=0.3),
     model=ModelConfig(d_model=128, n_heads=4, d_mlp=512, init="nanda", mlp_bias=True),
     optim=OptimConfig(lr=1e-3, weight_decay=1.0, b2=0.98, warmup_steps=10),
     train=TrainConfig(steps=40_000, chunk=1000),
-    ckpt=CheckpointConfig(keep_log=PAPER_KEEP_LOG),
+    ckpt=LOG_CKPT,
 )
 # Paper Table 2: dropout 0.1, grokfast lambda 0.5 (alpha 0.98), wd 1/3, d 256, lr 3e-4, 4 heads.
 # The text says 30 % train; the original code used 50 %, and so does this preset: measured on one H100 (seed 0,
@@ -43,7 +45,7 @@ _MIIII = RunConfig(
     model=ModelConfig(d_model=256, n_heads=4, dropout=0.1, init="he"),
     optim=OptimConfig(lr=3e-4, weight_decay=1 / 3, b2=0.98, warmup_steps=0, grokfast="ema", alpha=0.98, lamb=0.5),
     train=TrainConfig(steps=65_536, chunk=1024),
-    ckpt=CheckpointConfig(keep_log=PAPER_KEEP_LOG),
+    ckpt=LOG_CKPT,
 )
 # The book: AdditionTransformer d 32, d_ff 64, 2 layers, AdamW lr 0.01, 200-step warm-up then cosine,
 # clip 1.0, batch 512. 50,000 // 512 = 97 full batches an epoch; 150 epochs = 14,550 steps.
@@ -60,6 +62,7 @@ _ADDITION_97 = RunConfig(
     model=replace(_BOOK_MODEL, n_ctx=13),  # the book's max_seq_len: 17,760 parameters
     optim=_BOOK_OPTIM,
     train=TrainConfig(steps=150 * 97, batch_size=512, eval_every=97, chunk=97),
+    ckpt=LOG_CKPT,
 )
 _REVERSAL_97 = replace(
     _ADDITION_97,
@@ -181,12 +184,12 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     # CPU-sized presets: seconds to a minute on 2 cores, and they still show the phenomenon.
     "nanda-tiny": (
         set_fields(_NANDA, task=dict(p=37, train_frac=0.5, valid_size=300), model=dict(d_model=64, d_mlp=256),
-                   optim=dict(lr=3e-3, grokfast="ema", lamb=2.0), train=dict(steps=1500, chunk=250), ckpt=NO_LOG),
+                   optim=dict(lr=3e-3, grokfast="ema", lamb=2.0), train=dict(steps=1500, chunk=250)),
         "(x0 + x1) mod 37, d 64, grokfast, 1.5k steps (seconds on a CPU)",
     ),
     "miiii-tiny": (
         set_fields(_MIIII, task=dict(p=23, train_frac=0.7, valid_size=100), model=dict(d_model=64),
-                   optim=dict(lr=1e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=3000, chunk=500), ckpt=NO_LOG),
+                   optim=dict(lr=1e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=3000, chunk=500)),
         "x0 + x1*23 mod {2..19}, d 64, grokfast, 3k steps (seconds on a CPU): the smallest q generalise first",
     ),
     "addition-tiny": (
@@ -216,7 +219,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
         # measured on 2 CPU cores: train set fit at step 99, validation ~0.45 until step 400, >= 0.99 at 750;
         # 3,000 steps in ~52 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
         set_fields(_NANDA, task=dict(p=59, train_frac=0.5), optim=dict(lr=3e-3, grokfast="ema", lamb=2.0),
-                   train=dict(steps=3000, chunk=250), ckpt=NO_LOG),
+                   train=dict(steps=3000, chunk=250)),
         "make train's default: (x0 + x1) mod 59, d 128, grokfast, 3k steps (a minute on a CPU): memorises, then groks",
     ),
     # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the

@@ -238,7 +238,7 @@ class Session:
             snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
             with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
                 state, out = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
-                out = jax.device_get(out)
+                snapped, out = out.snaps, jax.device_get(out._replace(snaps=None))  # only used slots leave the device
             if compile_s is None:
                 compile_s = time.perf_counter() - t0
             try:
@@ -246,7 +246,7 @@ class Session:
             except FloatingPointError:
                 bar.close()
                 raise
-            snaps = self.save_snaps(state, out.snaps, snap_at)
+            snaps = self.save_snaps(state, snapped, snap_at)
             done += n
             if (stop.requested or done == steps or checkpoint_due(done, n, cfg.ckpt.every)
                     or done in self.ckpts.kept_for_good or snaps):

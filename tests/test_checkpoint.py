@@ -8,12 +8,13 @@ import shutil
 import warnings
 
 import jax
+import numpy as np
 import pytest
 
-from miiii.cadence import log_steps
+from miiii.cadence import log_steps, snap_steps, snap_width
 from miiii.checkpoint import ITEM, Checkpoints
 from miiii.config import apply_overrides
-from miiii.presets import get_preset
+from miiii.presets import PRESETS, get_preset
 from miiii.runner import build
 from miiii.tasks import make_task
 
@@ -72,3 +73,25 @@ def test_no_deprecated_option_reaches_orbax(tmp_path):
     opts = ckpts.mgr._options
     assert opts.max_to_keep is None and opts.keep_period is None and opts.preservation_policy is not None
     ckpts.close()
+
+
+@pytest.mark.parametrize("steps, k, n", [(3000, 20, 250), (1500, 20, 250), (300, 6, 100), (160, 20, 20), (50, 5, 7)])
+def test_every_chunk_returns_the_same_slots_for_the_kept_steps_inside_it(steps, k, n):
+    """A chunk's snapshot slots are a static shape: one width for every chunk of length n, wherever it starts (a
+    resume may start at any kept step), so a run compiles one program, not one per count of kept steps inside.
+    The slots hold exactly the kept steps strictly inside the chunk, and the width is the most any start needs."""
+    kept = log_steps(steps, k)
+    inside = [[s for s in kept if d < s < d + n] for d in range(steps)]
+    width = snap_width(kept, n)
+    assert width == max(map(len, inside)) and width > 1
+    for d, want in enumerate(inside):
+        at = snap_steps(d, n, kept)
+        assert at.dtype == np.int32 and len(at) == width
+        assert at[at >= 0].tolist() == want and (at[len(want):] == -1).all()
+    assert snap_steps(0, n, ()) is None  # nothing kept (ckpt.keep_log = 0): no slots at all
+
+
+def test_every_preset_keeps_log_spaced_checkpoints():
+    """make train's preset (nanda-cpu, grokking near step 700 of 3,000) keeps several before its grok step."""
+    assert all(cfg.ckpt.keep_log >= 10 for cfg, _ in PRESETS.values())
+    assert len([s for s in log_steps(3000, get_preset("nanda-cpu").ckpt.keep_log) if s < 700]) >= 10

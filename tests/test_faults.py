@@ -21,11 +21,11 @@ from miiii.files import save_npz_atomic, write_json_atomic
 from miiii.presets import get_preset
 from miiii.runner import train_run
 
-# a run of a few seconds that records, checkpoints twice and finishes
+# a run of a few seconds that records, checkpoints twice (no log-spaced ones) and finishes
 TINY = ["--preset", "nanda-tiny", "--steps", "24", "--set", "chunk=12", "--set", "ckpt.every=12", "--set", "p=23",
-        "--set", "valid_size=50", "--set", "d_model=32", "--set", "record.every=5"]
+        "--set", "valid_size=50", "--set", "d_model=32", "--set", "record.every=5", "--set", "ckpt.keep_log=0"]
 TINY_CFG = apply_overrides(get_preset("nanda-tiny"), ["steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50",
-                                                      "d_model=32", "record.every=5"])
+                                                      "d_model=32", "record.every=5", "ckpt.keep_log=0"])
 
 # ---------------------------------------------------------------- durability (files.py)
 

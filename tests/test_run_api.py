@@ -5,6 +5,7 @@ with them, inputs/labels by split, and the README's "Extending in JAX" example r
 from __future__ import annotations
 
 import re
+import shutil
 import warnings
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from _runhelp import ROOT, Crash, crash_at, finished_run
 
+from miiii import runner
 from miiii.cadence import log_steps
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import param_names
@@ -37,8 +39,20 @@ ALL_PARAMS = ("W_E", "W_pos", "blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.
 @pytest.fixture(scope="module")
 def kept_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("kept") / "run"
-    train_run(kept_cfg(), d, progress=False)
-    return load_run(d)
+    built, build = [], runner.build
+    with pytest.MonkeyPatch.context() as mp:  # the run's trainer, to count the chunk programs it compiled
+        mp.setattr(runner, "build", lambda *a: built.append(build(*a)) or built[-1])
+        train_run(kept_cfg(), d, progress=False)
+    run = load_run(d)
+    run.chunk_programs = built[0][0].chunk._cache_size()
+    return run
+
+
+def test_log_spaced_checkpoints_cost_no_compile(kept_run):
+    """Three chunks of 100 steps, five kept steps (1, 3, 10, 31, 96) inside the first, none inside the others: one
+    compiled program. A chunk with kept steps had its own program before (another per count of them inside),
+    seconds of compile apiece."""
+    assert kept_run.chunk_programs == 1
 
 
 def _leaf(params, name):
@@ -84,18 +98,34 @@ def test_params_at_before_the_first_kept_step_is_an_error_unless_after_is_asked(
 
 
 def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp_path):
-    crash = crash_at(200)
+    """Killed after the first chunk's kept steps were saved but before its end's checkpoint: the run resumes from
+    the last kept step, 96, inside a chunk (its chunks then start at 96, 196, 296, each with the same slots for
+    kept steps as any other), and ends bit-identical to the uninterrupted run."""
+    crash = crash_at(100)
 
     with pytest.raises(Crash):
         train_run(kept_cfg(), tmp_path / "run", progress=False, on_chunk=crash)
+    shutil.rmtree(tmp_path / "run" / "ckpt" / "100")  # as if the process died before the chunk end's save
     resume_run(tmp_path / "run", progress=False)
     again = load_run(tmp_path / "run")
-    assert again.kept_steps == kept_run.kept_steps
+    assert set(log_steps(300, 6)) <= set(again.kept_steps)  # the chunk ends differ: 196, 296 for 100, 200
     for key in ("loss", "train_acc", "valid_acc", "grad_norm"):
         np.testing.assert_array_equal(again.metrics[key], kept_run.metrics[key], err_msg=key)
     for name in ALL_PARAMS:
         np.testing.assert_array_equal(again.acts[name], kept_run.acts[name], err_msg=name)
         np.testing.assert_array_equal(_leaf(again.params_at(10), name), _leaf(kept_run.params_at(10), name))
+
+
+def test_a_preset_run_keeps_several_checkpoints_before_it_groks():
+    """nanda-tiny with its preset's checkpoints (ckpt.keep_log): kept steps before its grok step, and one of them
+    hold a model that fits the training set but has not generalised."""
+    run = finished_run("nanda-tiny")
+    (grok,) = run.summary["grok_step"].values()
+    before = [s for s in run.kept_steps if s < grok]
+    valid, train = run.metrics["valid_acc"][:, 0], run.metrics["train_acc"][:, 0]
+    memorised = [s for s in before if train[s] == 1 and valid[s] < 0.9]  # fit, not generalised: pre-grok
+    assert len(before) >= 10 and len(memorised) >= 3 and valid[grok] >= 0.99
+    run.params_at(memorised[-1])  # restores, verified against its checksum
 
 
 def test_inputs_and_labels_by_split(kept_run):
@@ -124,6 +154,10 @@ def test_the_readme_example_runs(capsys):
     assert '"runs/latest"' in code
     exec(compile(code.replace('"runs/latest"', repr(str(run.path))), "README example", "exec"), {})
     out = capsys.readouterr().out
+    pre, grok, acc_pre, acc_end = re.search(r"step (\d+), before grokking at (\d+): accuracy ([\d.]+) .*at the end: "
+                                            r"([\d.]+)", out).groups()
+    assert int(pre) < int(grok) == run.summary["grok_step"]["mod 37"]
+    assert float(acc_pre) < 0.9 < 0.99 < float(acc_end)  # a model that has not generalised yet, and the grokked one
     before, after = (float(v) for v in re.search(r"loss ([-+\de.]+) -> ([-+\de.]+)", out).groups())
     assert after > before
     assert Path(run.path).is_dir()

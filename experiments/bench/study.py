@@ -17,7 +17,8 @@ grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-ste
 for the paper configs), steps/s of each reference, their ratios, achieved GFLOP/s from an analytic FLOP
 count and its fraction of a measured f32 matmul peak, compile time, and steps/s of a real run (`train_run`:
 host loop, writer thread, checkpoints) with the preset's default recording, i.e. the recording overhead;
-then host RSS over a long run and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
+then host RSS over a long run, the log-spaced checkpoints' cost (whole nanda-tiny runs with
+ckpt.keep_log = 20 and 0), and vmapped seeds against one seed. Writes bench.json. PyTorch comes from
 the optional `bench` extra. Measured numbers: docs/benchmark.md. The persistent compilation
 cache (miiii/compile_cache.py) is off here, so the compile times are compiles.
 """
@@ -37,7 +38,16 @@ import numpy as np
 
 from experiments.bench.flops import book_fwd_flops, matmul_peak, paper_fwd_flops
 from experiments.bench.references import REFERENCES, missing_scripts, reference_args, time_references
-from experiments.bench.timing import VMAP_PRESETS, metrics_cost, rss_over_run, time_miiii, time_recorded, vmap_seeds
+from experiments.bench.timing import (
+    KEEP_LOG_PRESET,
+    VMAP_PRESETS,
+    keep_log_cost,
+    metrics_cost,
+    rss_over_run,
+    time_miiii,
+    time_recorded,
+    vmap_seeds,
+)
 from miiii.compile_cache import ENV, setup_compile_cache
 from miiii.errors import module_prog
 
@@ -191,6 +201,11 @@ def main(argv=None) -> int:
     for c in costs:
         print(f"per-step measures ({', '.join(c['measures'])}), {c['preset']}: {c['cost']:+.1%} "
               f"({c['steps_per_s_all']:.2f} vs {c['steps_per_s_base']:.2f} steps/s without them)")
+    kl = keep_log_cost(KEEP_LOG_PRESET, reps)
+    print(f"log-spaced checkpoints (ckpt.keep_log = {kl['keep_log']}), a whole {kl['preset']} run of {kl['steps']} "
+          f"steps: {kl['cost']:+.1%} ({kl['on']['wall_s']:.1f} s vs {kl['off']['wall_s']:.1f} s; compile "
+          f"{kl['on']['compile_s']:.1f} s vs {kl['off']['compile_s']:.1f} s; {kl['on']['checkpoints']:.0f} vs "
+          f"{kl['off']['checkpoints']:.0f} checkpoints)", flush=True)
     vm = [vmap_seeds(preset, 8, (200 if q else 500) * scale, reps) for preset in VMAP_PRESETS]
     for v in vm:
         print(f"vmapped seeds, {v['preset']}: 8 seeds take {v['factor']:.2f}x one seed's time "
@@ -199,7 +214,7 @@ def main(argv=None) -> int:
     result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,
                   torch_device=torch_device, matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss,
-                  vmap_seeds=vm, metrics_cost=costs)
+                  vmap_seeds=vm, metrics_cost=costs, keep_log_cost=kl)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")
     return 0

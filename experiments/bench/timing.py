@@ -77,12 +77,39 @@ def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
     The first chunk (compile) is not timed; `steps` should cover the recording's sparsest cadence.
     """
     cfg = apply_overrides(get_preset(preset), [f"steps={steps + chunk}", f"chunk={chunk}", "ckpt.every=1000000000",
-                                               *sets])
+                                               "ckpt.keep_log=0", *sets])  # the recording's cost alone
     ends = []
     with tempfile.TemporaryDirectory() as tmp:
         summary = train_run(cfg, Path(tmp) / "run", progress=False, on_chunk=lambda _: ends.append(time.perf_counter()))
     return dict(steps_per_s=steps / (ends[-1] - ends[0]), record_bytes=summary["record_bytes"],
                 record=cfg.record.every, params_every=cfg.record.params_every)
+
+
+KEEP_LOG_PRESET = "nanda-tiny"  # the issue's measurement: 44.7 s against 10.7 s when each kept step cost a compile
+
+
+def keep_log_cost(preset: str, repeats: int = 1) -> dict:
+    """Whole runs (`train_run`, the preset's recording) with the preset's log-spaced checkpoints (ckpt.keep_log) and
+    without, interleaved: the wall and compile seconds (medians), and how many checkpoints each wrote. A chunk
+    captures the kept states inside its one compiled program, so the difference should be the saves alone."""
+    cfg = get_preset(preset)
+    k = cfg.ckpt.keep_log
+    runs = {k: [], 0: []}
+    for _ in range(repeats):
+        for keep_log in runs:
+            jax.clear_caches()  # each run compiles, as a fresh process would
+            with tempfile.TemporaryDirectory() as tmp:
+                run = Path(tmp) / "run"
+                t0 = time.perf_counter()
+                summary = train_run(apply_overrides(cfg, [f"ckpt.keep_log={keep_log}"]), run, progress=False,
+                                    tensorboard=False)
+                wall = time.perf_counter() - t0
+                saved = len([d for d in (run / "ckpt").iterdir() if d.name.isdigit()])
+            runs[keep_log].append(dict(wall_s=wall, compile_s=summary["compile_s"], checkpoints=saved))
+    med = {kl: {key: float(np.median([r[key] for r in rs])) for key in ("wall_s", "compile_s", "checkpoints")}
+           for kl, rs in runs.items()}
+    return dict(preset=preset, steps=cfg.train.steps, keep_log=k, on=med[k], off=med[0],
+                cost=med[k]["wall_s"] / med[0]["wall_s"] - 1, samples={str(kl): rs for kl, rs in runs.items()})
 
 
 def rss_mb() -> float | None:
