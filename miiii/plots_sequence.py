@@ -16,7 +16,8 @@ import numpy as np  # noqa: E402
 
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.plotstyle import OKABE_ITO, colorbar, label, save_figure  # noqa: E402
-from miiii.tokens import TOKEN_TEXT, encode_addition, encode_reversal  # noqa: E402
+from miiii.tasks import task_spec  # noqa: E402
+from miiii.tokens import TOKEN_TEXT  # noqa: E402
 
 # ---------------------------------------------------------------- probes
 
@@ -39,16 +40,12 @@ def cosine(w: np.ndarray) -> np.ndarray:
     return w @ w.T
 
 
-def examples(ev: Evaluator) -> list[tuple[np.ndarray, str]]:
-    """The book's example sequences for the run's task, at its number of digits: 123+456 and 999+001 (a carry through
-    every column) for addition, 1 2 3 4 5 for reversal."""
-    n = ev.n
-    if ev.task.name == "reversal":
-        digits = np.array([[(i + 1) % 10 for i in range(n)]], np.int32)
-        return [(encode_reversal(digits)[0], "reversal " + " ".join(map(str, digits[0])))]
-    a, b = int("123456789"[:n] or 0) % 10**n, int("456789123"[:n] or 0) % 10**n
-    return [(encode_addition(np.array([a]), np.array([b]), n)[0], f"{a:0{n}d}+{b:0{n}d}"),
-            (encode_addition(np.array([10**n - 1]), np.array([1]), n)[0], f"{10**n - 1}+{1:0{n}d}")]
+def examples(ev: Evaluator, k: int = 2) -> list[tuple[np.ndarray, str]]:
+    """The first `k` of the book's checks for the run's task at its number of digits (the task registry's
+    `edge_cases`): 123+456 and 999+001 (a carry through every column) for addition, 1 2 3 4 5 and all zeros for
+    reversal."""
+    names, seqs = task_spec(ev.task.name).edge_cases(ev.n)
+    return [(np.asarray(seq), name) for seq, name in zip(seqs[:k], names[:k], strict=True)]
 
 
 # ---------------------------------------------------------------- panels

@@ -187,7 +187,8 @@ def test_bad_input_exits_2_with_one_line(export, tmp_path, capsys):
     cases = [(run.path, full, "not empty"), (tmp_path / "not-a-run", tmp_path / "o1", "not a run directory"),
              (tmp_path / "missing", tmp_path / "o2", "not a run directory"),
              (unfinished, tmp_path / "o3", "not a finished run"),
-             ((run.path, "--step", "7"), tmp_path / "o4", f"no checkpoint at step 7 (kept: 0, {run.kept_steps[-1]})")]
+             ((run.path, "--step", "7"), tmp_path / "o4",
+              f"no checkpoint at step 7 (kept: {', '.join(map(str, run.kept_steps))})")]
     for run_dir, out, why in cases:
         run_dir, *more = run_dir if isinstance(run_dir, tuple) else (run_dir,)
         assert cli_main(["export-tl", str(run_dir), str(out), *more]) == 2

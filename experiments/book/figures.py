@@ -58,7 +58,7 @@ def fig_book_curves(reports: dict, curves: dict, out: Path) -> None:
 
 def fig_book_attention(evs: dict, out: Path) -> None:
     add, rev = evs["addition"], evs["reversal"]
-    rows = [(add, *ex) for ex in examples(add)] + [(rev, *ex) for ex in examples(rev)]
+    rows = [(add, *ex) for ex in examples(add)] + [(rev, *ex) for ex in examples(rev, 1)]
     layers = max(add.cfg.model.n_layers, rev.cfg.model.n_layers)
     fig, axes = plt.subplots(len(rows), layers, figsize=(6.5 * layers, 5.5 * len(rows)), squeeze=False,
                              layout="constrained")
