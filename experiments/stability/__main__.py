@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from experiments.stability import bundle
-from experiments.stability.study import SETTINGS, TASKS, sweep_dir, sweep_seconds, train_setting
+from experiments.stability.study import SETTINGS, TASKS, sweep_dir, sweep_seconds, train_setting, trained_by
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError
 from miiii.errors import OneLineParser, one_line_errors
@@ -52,14 +52,15 @@ def study(args) -> int:
         settings = {s: train_setting(task, s, args.seeds, args.runs, args.steps, not args.no_progress)
                     for s, _ in SETTINGS}
         first = load_run(member_dir(sweep_dir(args.runs, task, SETTINGS[0][0]), 0))
+        cmd = f"python -m experiments.stability --tasks {task}" + (
+            f" --seeds {args.seeds}" if args.seeds != 3 else "") + (f" --steps {args.steps}" if args.steps else "")
         write_json_atomic(args.out / "summaries" / f"{task}.json", to_jsonable({
             "task": task, "preset": TASKS[task], "steps": first.config.train.steps,
-            "weight_decay": first.config.optim.weight_decay, "settings": settings,
+            "weight_decay": first.config.optim.weight_decay, "command": cmd, "settings": settings,
+            "trained_by": sorted({trained_by(args.runs, task, s) for s, _ in SETTINGS}),
             "wall_s": {s: round(sweep_seconds(args.runs, task, s), 1) for s, _ in SETTINGS}}))
-    cmd = "python -m experiments.stability" + (f" --seeds {args.seeds}" if args.seeds != 3 else "") + (
-        f" --steps {args.steps}" if args.steps else "")
     write_json_atomic(args.out / "summaries" / "report.json", to_jsonable({
-        "command": f"`{cmd}`", "provenance": provenance(first.summary, first.config.train.precision)}))
+        "provenance": provenance(first.summary, first.config.train.precision)}))
     bundle.write(args.out)
     print(f"wrote {args.out / 'results.md'}")
     return 0

@@ -14,6 +14,7 @@ from experiments.stability.rules import ONSET, WINDOW
 from miiii import analysis as A
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
+from miiii.provenance import git_commit
 from miiii.run import load_run
 from miiii.sweep import member_dir, run_sweep
 
@@ -29,6 +30,8 @@ SETTINGS = (
     ("no wd, ⊥Grad", NO_WD + ("optim.orthograd=true",)),
 )
 CURVE_POINTS = 60  # log-spaced steps kept per member for the figure
+QUIET = ("record.acts=", "record.params=", "ckpt.keep_log=0")  # the study reads metrics.npz only
+TRAINED_BY = "trained_by.json"  # in each sweep directory: the commit and date that trained it
 
 
 def slug(setting: str) -> str:
@@ -37,7 +40,7 @@ def slug(setting: str) -> str:
 
 
 def setting_config(task: str, setting: str, steps: int | None = None):
-    cfg = apply_overrides(get_preset(TASKS[task]), list(dict(SETTINGS)[setting]))
+    cfg = apply_overrides(get_preset(TASKS[task]), [*QUIET, *dict(SETTINGS)[setting]])
     return cfg if steps is None else apply_overrides(cfg, [f"train.steps={steps}"])
 
 
@@ -87,6 +90,12 @@ def sweep_dir(runs: Path, task: str, setting: str) -> Path:
     return Path(runs) / f"{task}-{slug(setting)}"
 
 
+def trained_by(runs: Path, task: str, setting: str) -> str:
+    """The commit that trained the setting's sweep (its trained_by.json), or 'unknown'."""
+    path = sweep_dir(runs, task, setting) / TRAINED_BY
+    return json.loads(path.read_text())["commit"] if path.is_file() else "unknown"
+
+
 def sweep_seconds(runs: Path, task: str, setting: str) -> float:
     """The wall time the setting's sweep took (its sweep.json's wall_s: compiling and training)."""
     return float(json.loads((sweep_dir(runs, task, setting) / "sweep.json").read_text())["wall_s"])
@@ -100,6 +109,7 @@ def train_setting(task: str, setting: str, seeds: int, runs: Path, steps: int | 
             raise ConfigError(f"{out} holds an unfinished sweep (no sweep.json); remove it and run again")
         t = time.perf_counter()
         run_sweep(setting_config(task, setting, steps), seeds, {}, out, progress=progress, tensorboard=False)
+        (out / TRAINED_BY).write_text(json.dumps({"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}))
         print(f"{task} / {setting}: {seeds} seeds in {time.perf_counter() - t:.0f} s", flush=True)
     found = sorted(p for p in out.glob("member_*") if p.is_dir())
     if len(found) != seeds:
