@@ -30,7 +30,8 @@ def parse(argv):
     ap.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
                     help="tasks to train (default: both); a task left out keeps its committed summary")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per setting, 0 ... N-1 (default 3)")
-    ap.add_argument("--steps", type=int, default=None, help="steps per run (default: nanda-cpu's 3,000; 10,000 for miiii-tiny)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="steps per run (default: nanda-cpu's 3,000; 10,000 for miiii-tiny)")
     ap.add_argument("--runs", type=Path, default=Path("runs/stability"),
                     help="where the sweeps go; a finished sweep there is reused (default runs/stability)")
     ap.add_argument("--out", type=Path, default=Path("results/stability"),

@@ -19,7 +19,7 @@ from miiii.run import load_run
 from miiii.sweep import member_dir, run_sweep
 
 TASKS = {"nanda": "nanda-cpu", "miiii": "miiii-tiny"}  # the study's tasks and the CPU preset each starts from
-STEPS = {"miiii": 10_000}  # instead of the preset's 3,000: in 3,000 steps the control groks q = 2 alone
+STEPS = {"miiii": 10_000}  # instead of the preset's 3,000, so that more of its tasks can grok
 NO_WD = ("optim.weight_decay=0",)
 # (name, --set overrides on the preset): the control first, then the four runs without weight decay
 SETTINGS = (
