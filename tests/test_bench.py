@@ -133,3 +133,12 @@ def test_in_repo_references_run_as_modules_and_a_peers_as_files(tmp_path):
     assert cmd[1:] == ["-m", "experiments.bench.torch_adder"] and cwd == ROOT
     cmd, cwd = references.reference_command(tmp_path / "torch_adder.py")
     assert cmd[1:] == [str(tmp_path / "torch_adder.py")] and cwd is None
+
+
+def test_the_measures_cost_lines_are_the_committed_json():
+    """docs/benchmark.md's per-step measures table is generated from results/bench/measures_cost.json."""
+    from experiments.bench import measures_cost
+
+    if not measures_cost.JSON.is_file():
+        pytest.skip("no committed measures_cost.json")
+    assert measures_cost.main(["--check"]) == 0
