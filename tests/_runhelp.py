@@ -107,32 +107,40 @@ def wait_for_checkpoint(run_dir: Path, proc: subprocess.Popen, at_least: int, ti
 SHARED = "MIIII_TEST_SHARED_RUNS"  # the directory conftest.py gives every worker of a session
 
 
-@functools.cache
-def finished_run(preset: str, *sets: str):
-    """`preset` (with `--set` overrides) trained to the end once per test session, loaded (`load_run`): the runs
-    the extension tests (hooks, interventions, params_at, the README's example) read and never change. Under
-    pytest the first worker to ask trains it into the session's shared directory while holding a lock; the others
-    wait and load it. Outside pytest: once per process, in a temporary directory."""
+def shared(key: str, build) -> Path:
+    """A directory `build(dir)` filled once per test session, whichever worker asks first: under pytest it lives in
+    the session's shared directory and is built while holding a lock (the other workers wait, then use it); outside
+    pytest, in a temporary directory of this process. What is built there is read, never changed, by the tests."""
     import fcntl
 
+    if SHARED not in os.environ:
+        d = Path(tempfile.mkdtemp(prefix=f"miiii-{key}-"))
+        atexit.register(shutil.rmtree, d, True)
+        build(d)
+        return d
+    root = Path(os.environ[SHARED])
+    root.mkdir(parents=True, exist_ok=True)
+    d = root / key
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a worker dies holding it
+        if not (root / f"{key}.done").is_file():
+            shutil.rmtree(d, ignore_errors=True)  # a worker that died while building left a partial one
+            d.mkdir()
+            build(d)
+            (root / f"{key}.done").touch()
+    return d
+
+
+@functools.cache
+def finished_run(preset: str, *sets: str):
+    """`preset` (with `--set` overrides) trained to the end once per test session (`shared`), loaded (`load_run`):
+    the runs the extension tests (hooks, interventions, params_at, the README's example) read and never change."""
     from miiii.run import load_run
     from miiii.runner import train_run
 
     cfg = apply_overrides(get_preset(preset), list(sets))
-    if SHARED not in os.environ:
-        d = Path(tempfile.mkdtemp(prefix=f"miiii-{preset}-"))
-        atexit.register(shutil.rmtree, d, True)
-        train_run(cfg, d / "run", progress=False)
-        return load_run(d / "run")
-    root = Path(os.environ[SHARED])
-    root.mkdir(parents=True, exist_ok=True)
-    d = root / hashlib.sha256(repr((preset, sets)).encode()).hexdigest()[:16]
-    with open(root / f"{d.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a worker dies holding it
-        if not (d / "done").is_file():
-            shutil.rmtree(d, ignore_errors=True)  # a worker that died while training left a partial run
-            train_run(cfg, d / "run", progress=False)
-            (d / "done").touch()
+    key = hashlib.sha256(repr((preset, sets)).encode()).hexdigest()[:16]
+    d = shared(key, lambda d: train_run(cfg, d / "run", progress=False))
     return load_run(d / "run")
 
 

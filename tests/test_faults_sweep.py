@@ -60,7 +60,8 @@ def test_accuracy_on_nan_logits_is_zero_not_one():
 def test_a_diverged_sweep_member_is_marked_diverged_and_the_others_go_on(tmp_path):
     out = tmp_path / "sw"
     res = cli("sweep", "--preset", "nanda-tiny", "--steps", "40", "--set", "chunk=20", "--seeds", "1",
-              "--grid", "lr=3e-3,inf", "--no-progress", "--out", str(out))
+              "--set", "ckpt.keep_log=0", "--set", "record.acts=", "--grid", "lr=3e-3,inf", "--no-progress",
+              "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     sweep = json.loads((out / "sweep.json").read_text())
     good, gone = sweep["members"]
@@ -88,7 +89,8 @@ def test_every_grid_is_crossed_and_a_key_given_twice_is_refused(tmp_path, capsys
 
     out = tmp_path / "sw"
     assert main(["sweep", "--preset", "nanda-tiny", "--steps", "20", "--seeds", "1", "--grid", "lr=1e-3,3e-3",
-                 "--grid", "wd=0.1,1", "--no-progress", "--no-tensorboard", "--out", str(out)]) == 0
+                 "--grid", "wd=0.1,1", "--set", "ckpt.keep_log=0", "--set", "record.acts=", "--set", "record.params=",
+                 "--no-progress", "--no-tensorboard", "--out", str(out)]) == 0
     sweep = json.loads((out / "sweep.json").read_text())
     assert sweep["n_members"] == 4
     assert sorted((p["values"]["optim.lr"], p["values"]["optim.weight_decay"]) for p in sweep["points"]) == [

@@ -13,6 +13,7 @@ import matplotlib.image
 import matplotlib.pyplot
 import numpy as np
 import pytest
+from _runhelp import shared
 
 from experiments.paper import study as paper
 from miiii import analysis as A
@@ -33,7 +34,7 @@ from miiii.train import make_trainer
 from miiii.validate import validate
 
 TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
-        "train.chunk=40"]
+        "train.chunk=40", "ckpt.keep_log=0"]
 
 
 def _train(preset, run_dir, extra=()):
@@ -41,9 +42,7 @@ def _train(preset, run_dir, extra=()):
     return run_dir
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
+def _build_runs(root: Path) -> None:
     nanda = _train("nanda-tiny", root / "nanda")
     assert (nanda / "acts" / "index.json").is_file()  # the preset records W_E, W_pos, neurons, logits
     miiii = _train("miiii-tiny", root / "miiii")
@@ -53,18 +52,30 @@ def runs(tmp_path_factory):
     cfg["task"]["variant"] = "basis"
     (basis / "config.json").write_text(json.dumps(cfg))
     write_manifest(basis)  # the edited copy's checksums.json, or load_run refuses its config.json as damaged
-    return {"nanda": nanda, "miiii": miiii, "basis": basis}
 
 
 @pytest.fixture(scope="module")
-def drawn(runs, tmp_path_factory):
-    """The figures of the nanda and miiii runs, drawn once by the command line; `CHECKED` keeps each figure's layout
-    problems (test_every_figure_is_readable reads them)."""
-    out = tmp_path_factory.mktemp("figures")
-    with pytest.MonkeyPatch.context() as mp:
-        _checking(mp, CHECKED)
-        assert main(["figures", str(runs["nanda"]), str(runs["miiii"]), "--out", str(out)]) == 0
-    return out
+def runs():
+    """The nanda, miiii and basis runs the figure tests read, trained once per session (by whichever worker asks
+    first: `_runhelp.shared`)."""
+    root = shared("figures-runs", _build_runs)
+    return {name: root / name for name in ("nanda", "miiii", "basis")}
+
+
+@pytest.fixture(scope="module")
+def drawn(runs):
+    """The figures of the nanda and miiii runs, drawn once per session by the command line; `CHECKED` gets each
+    figure's layout problems, found as it was saved (test_every_figure_is_readable reads them)."""
+    def draw(out: Path) -> None:
+        found: dict = {}
+        with pytest.MonkeyPatch.context() as mp:
+            _checking(mp, found)
+            assert main(["figures", str(runs["nanda"]), str(runs["miiii"]), "--out", str(out / "figures")]) == 0
+        (out / "checked.json").write_text(json.dumps(found))
+
+    out = shared("figures-drawn", draw)
+    CHECKED.update(json.loads((out / "checked.json").read_text()))
+    return out / "figures"
 
 
 CHECKED: dict = {}

@@ -17,7 +17,7 @@ from miiii.runner import train_run
 from miiii.sweep import make_members, parse_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ["steps=24", "chunk=12", "p=23", "valid_size=50", "d_model=32"]
+BASE = ["steps=24", "chunk=12", "p=23", "valid_size=50", "d_model=32", "ckpt.keep_log=0"]  # no log-spaced saves
 
 
 def solo(member_dir: Path, tmp: Path) -> dict:
@@ -101,7 +101,7 @@ def test_minibatch_members_equal_solo_runs_across_epochs(tmp_path):
     members share one unbatched step counter, so the cond stays a cond; each member still equals its solo run
     across two epoch boundaries (8,000 pairs in batches of 512: 15 steps an epoch)."""
     cfg = apply_overrides(get_preset("addition-tiny"), ["steps=36", "chunk=18", "eval_every=6", "record.acts=",
-                                                        "record.params="])
+                                                        "record.params=", "ckpt.keep_log=0"])
     run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False)
     d = tmp_path / "sw" / "member_001"  # the second seed: its own data order, not the first member's
     assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
