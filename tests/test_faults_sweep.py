@@ -84,6 +84,7 @@ def test_a_diverged_sweep_member_is_marked_diverged_and_the_others_go_on(tmp_pat
 # ---------------------------------------------------------------- 2. --grid given twice
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_every_grid_is_crossed_and_a_key_given_twice_is_refused(tmp_path, capsys):
     from miiii.cli import main
 

@@ -150,6 +150,7 @@ def test_chunks_shorter_than_the_recording_interval(tmp_path):
     np.testing.assert_array_equal(run.acts["W_E"][-1], run.params["W_E"])
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_log_spaced_recording_holds_the_every_step_rows_at_its_steps(small_run, tmp_path):
     """record.log = 25 over 60 steps records step 0 and the distinct round(geomspace(1, 60, 25)) steps: every step
     early, sparser later. Its rows are, bit for bit, the rows an every-step recording holds at those steps; a run

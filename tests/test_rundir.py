@@ -37,6 +37,7 @@ def assert_complete(run_dir: Path, cfg, recorded: bool):
     return run
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_train_run_resume_and_sweep_member_read_back_with_load_run(tmp_path):
     train_run(CFG, tmp_path / "solo", progress=False)
     solo = assert_complete(tmp_path / "solo", CFG, True)
