@@ -26,6 +26,7 @@ def test_nanda_tiny_groks(tmp_path):
     assert fit < grok / 2 and np.nanmax(m["valid_acc"][: fit + 1, 0]) < 0.6
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_miiii_tiny_learns_small_primes_first(tmp_path):
     m, s = train("miiii-tiny", tmp_path)
     acc = dict(zip(s["task_names"], s["final"]["valid"]["task_acc"], strict=True))  # 4 seeds: q=3 0.91-0.94

@@ -57,6 +57,7 @@ def test_accuracy_on_nan_logits_is_zero_not_one():
     assert loss_and_metrics(good, y, spec)[2].tolist() == [0.5]
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_a_diverged_sweep_member_is_marked_diverged_and_the_others_go_on(tmp_path):
     out = tmp_path / "sw"
     res = cli("sweep", "--preset", "nanda-tiny", "--steps", "40", "--set", "chunk=20", "--seeds", "1",

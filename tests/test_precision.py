@@ -34,6 +34,7 @@ def test_paper_and_book_presets_ask_for_true_float32():
         validate(apply_overrides(get_preset("nanda"), ["train.precision=tf32"]))
 
 
+@pytest.mark.study  # make test-studies: a long end-to-end run kept out of make test's 10 minutes
 def test_precision_changes_nothing_on_cpu_and_is_recorded(tmp_path):
     if jax.default_backend() != "cpu":
         pytest.skip("on an accelerator the passes differ by design")
