@@ -125,7 +125,8 @@ def test_host_memory_stays_flat_over_many_chunks(tmp_path):
     """50 chunks recording ~0.3 MB per step (150 MB in all): RSS late in the run stays within 40 MB of early on."""
     cfg = apply_overrides(get_preset("miiii-tiny"), ["steps=500", "chunk=10", "batch_size=64", "ckpt.every=250",
                                                      "record.every=1", "record.neurons=", "record.params_every=1",
-                                                     "record.dtype=float32", "ckpt.keep_log=0"])  # the recording's memory alone
+                                                     "record.dtype=float32",
+                                                     "ckpt.keep_log=0"])  # the recording's memory alone
     rss = {}
     page = os.sysconf("SC_PAGE_SIZE")
 
