@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from experiments.generated import replace_block
 from miiii.presets import ADDITION_ODDS
 from miiii.report import load_summaries
 
@@ -105,8 +106,7 @@ def table(root: Path = ROOT) -> str:
 
 
 def with_table(readme: str, new: str) -> str:
-    i, j = readme.index(START), readme.index(END) + len(END)
-    return readme[:i] + new + readme[j:]
+    return replace_block(readme, START, END, new)
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,6 @@ masked, basis, nogrokfast, nodropout (any may be missing).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -32,6 +31,7 @@ from miiii.rules import (  # the rules and their constants; tests reach them as 
     MIN_SHARED_TASKS,
     PAPER_STEPS,
     SMALL,
+    printed_rule,
     rule_all_grok,
     rule_band,
     rule_basis,
@@ -85,7 +85,7 @@ class Claim:
 
 def rule_text(claim: Claim) -> str:
     """The printed rule: the named definition, the rule function's docstring and the control, in one sentence."""
-    doc = " ".join(inspect.getdoc(claim.rule).split("\n\n")[0].split())
+    doc = printed_rule(claim.rule)
     text = (f"{claim.definition}: " if claim.definition else "") + doc
     if claim.control:
         text += (f" Control: the same rule on {claim.control_name}; where it passes too, the seed is not testable at "

@@ -5,9 +5,18 @@ inputs both ways (tests/test_report.py). A rule's docstring (its first paragraph
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from miiii import analysis as A
+
+
+def printed_rule(fn) -> str:
+    """A rule function's docstring, its first paragraph on one line: the rule a results.md prints (this module's
+    rules, claims.rule_text; experiments/stability/rules.py's)."""
+    return " ".join(inspect.getdoc(fn).split("\n\n")[0].split())
+
 
 SMALL = (2, 3, 5, 7)
 MASKED_FIRST = (11, 13, 17, 19)

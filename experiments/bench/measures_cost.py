@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from experiments.generated import replace_block
+
 ROOT = Path(__file__).resolve().parents[2]
 JSON = ROOT / "results" / "bench" / "measures_cost.json"
 DOC = ROOT / "docs" / "benchmark.md"
@@ -47,13 +49,6 @@ def doc_lines(data: dict) -> str:
         *rows, "", END])
 
 
-def with_lines(doc: str, lines: str) -> str:
-    if START not in doc:
-        return doc.rstrip("\n") + "\n\n" + lines + "\n"
-    i, j = doc.index(START), doc.index(END) + len(END)
-    return doc[:i] + lines + doc[j:]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.bench.measures_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--doc", action="store_true", help="only rewrite docs/benchmark.md's lines from the JSON")
@@ -63,7 +58,7 @@ def main(argv=None) -> int:
     if not (args.doc or args.check):
         JSON.parent.mkdir(parents=True, exist_ok=True)
         JSON.write_text(json.dumps(measure(args.repeats), indent=1) + "\n")
-    want = with_lines(DOC.read_text(), doc_lines(json.loads(JSON.read_text())))
+    want = replace_block(DOC.read_text(), START, END, doc_lines(json.loads(JSON.read_text())))
     if args.check:
         same = want == DOC.read_text()
         print(f"{DOC}: {'up to date' if same else 'differs from ' + str(JSON)}")

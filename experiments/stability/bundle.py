@@ -18,6 +18,7 @@ from experiments.stability import rules as R
 from experiments.stability.study import SETTINGS, TASKS
 from miiii.files import write_text_atomic
 from miiii.provenance import cell, provenance_table
+from miiii.rules import printed_rule as rule_text
 
 SOURCE = "Prieto et al. (ICLR 2025), abstract"
 FIG2 = ("[paraphrase] the repository's Figure 2 (run_main_experiments.sh trains float16, float32 and float64; "
@@ -37,10 +38,6 @@ CLAIMS = (
     ("collapse comes earlier in lower precision", FIG2, R.rule_precision,
      ("no wd, float16", "no wd", "no wd, float64")),
 )
-
-
-def rule_text(fn) -> str:
-    return " ".join(fn.__doc__.split("\n\n")[0].split())
 
 
 def judge(summary: dict, claim) -> list:
