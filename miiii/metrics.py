@@ -37,6 +37,8 @@ class StepContext(NamedTuple):
     buckets: tuple  # (start, stop, width) slot ranges of `logits` (static)
     weight: object  # (b,) 0/1 rows that count (a padded last batch), or None
     loss_dtype: str = "float32"  # train.loss_dtype (static): the precision softmax_collapse reads the softmax in
+    slot_stats: object = None  # (collapsed (b, S) bool, top (b, S)) from the loss's own pass (`softmax_parts`); None:
+    # a metric computes them from `logits` (the same function, a second pass over every logit)
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,47 @@ def in_dtype(dtype: str):
     return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
 
 
-def _masked_buckets(c: StepContext, dtype="float32"):
-    """Each bucket's logits (b, n, width) in `dtype` with the classes past a slot's own set to -inf, and its targets."""
+def softmax_parts(lg, yb, classes):
+    """The log-softmax's parts of masked logits lg (b, n, width) in the loss's dtype with targets yb (b, n):
+    shifted = lg - max (max logit -> 0), shifted_y (b, n) and the sum of exp(shifted) (b, n). The loss takes its CE
+    from them and softmax_collapse its test, so a training step makes one pass over the logits for both."""
+    import jax
     import jax.numpy as jnp
 
+    top = lg.max(-1, keepdims=True)
+    shifted = lg - jax.lax.stop_gradient(top)
+    # a one-hot mask, not a gather: one fused pass, and the backward pass has no scatter
+    shifted_y = jnp.where(classes == yb[..., None], shifted, 0.0).sum(-1)
+    return shifted, shifted_y, jnp.exp(shifted).sum(-1), top[..., 0]
+
+
+def collapsed(shifted_y, sum_exp):
+    """(b, n) Prieto et al.'s collapse of one slot: the correct class's softmax is exactly 1, which holds iff y holds
+    the max (shifted_y == 0) and sum(exp(x - max)) == 1 exactly (every other class's term rounds to 0 beside 1)."""
+    return (shifted_y == 0) & (sum_exp == 1)
+
+
+def slot_stats(c: StepContext):
+    """(collapsed (b, S) bool, top (b, S)): the loss's (c.slot_stats) when the trainer handed them over, else the
+    same functions on c.logits in c.loss_dtype, the classes past a slot's own masked as the loss masks them."""
+    import jax.numpy as jnp
+
+    if c.slot_stats is not None:
+        return c.slot_stats
     parts = c.logits if isinstance(c.logits, tuple) else tuple(c.logits[:, s0:s1, :w] for s0, s1, w in c.buckets)
-    for (s0, s1, width), lg in zip(c.buckets, parts, strict=True):
-        valid = jnp.arange(width)[None, :] < c.spec["n_classes"][s0:s1, None]  # (n, width)
-        yield jnp.where(valid, lg.astype(dtype), -jnp.inf), c.y[:, s0:s1]
+    one, tops = [], []
+    with in_dtype(c.loss_dtype):
+        for (s0, s1, width), lg in zip(c.buckets, parts, strict=True):
+            classes = jnp.arange(width)
+            valid = classes[None, :] < c.spec["n_classes"][s0:s1, None]  # (n, width)
+            _, shifted_y, sum_exp, _ = softmax_parts(
+                jnp.where(valid, lg.astype(c.loss_dtype), MASKED), c.y[:, s0:s1], classes)
+            one.append(collapsed(shifted_y, sum_exp))
+            tops.append(jnp.where(valid, lg.astype(jnp.float32), MASKED).max(-1))  # float32 whatever the loss's
+    return jnp.concatenate(one, axis=1), jnp.concatenate(tops, axis=1)
+
+
+MASKED = -1e9  # the logit of a class past a slot's own: exp(MASKED - max) is 0 in every loss dtype (-inf in float16)
 
 
 def softmax_collapse(c: StepContext):
@@ -83,13 +118,7 @@ def softmax_collapse(c: StepContext):
     of the task. Under loss=stablemax this still reads the softmax, whose collapse StableMax is there to avoid."""
     import jax.numpy as jnp
 
-    with in_dtype(c.loss_dtype):  # softmax_y == 1 exactly iff y holds the max and sum(exp(x - max)) == 1 exactly:
-        one = []  # one pass like the loss's, no division over every class (1,791 logits a sample on miiii)
-        for lg, yb in _masked_buckets(c, c.loss_dtype):
-            top = lg.max(-1, keepdims=True)
-            at_y = jnp.take_along_axis(lg, yb[..., None], -1)
-            one.append(((at_y == top) & (jnp.exp(lg - top).sum(-1, keepdims=True) == 1))[..., 0])
-    short = (~jnp.concatenate(one, axis=1)).astype(jnp.float32)  # (b, S): slots not collapsed
+    short = (~slot_stats(c)[0]).astype(jnp.float32)  # (b, S): slots not collapsed
     per_task = ((short @ c.spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32)  # (b, K)
     w = c.weight
     return per_task.mean(0) if w is None else (w[:, None] * per_task).sum(0) / w.sum()
@@ -97,9 +126,7 @@ def softmax_collapse(c: StepContext):
 
 def max_logit(c: StepContext):
     """() the largest logit of the step's batch over every slot's own classes."""
-    import jax.numpy as jnp
-
-    return jnp.max(jnp.stack([lg.max() for lg, _ in _masked_buckets(c)]))
+    return slot_stats(c)[1].max()
 
 
 def _total_norm(tree):

@@ -45,8 +45,9 @@ def stablemax_s(x):
     return jnp.where(x >= 0, pos, neg)
 
 
-def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax", dtype="float32"):
-    """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)).
+def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax", dtype="float32", stats=False):
+    """logits (b, S, C), y (b, S) -> (scalar loss, per-task loss (K,), per-task exact-match accuracy (K,)), and with
+    `stats` the slots' (collapsed (b, S) bool, top logit (b, S) float32) from the same pass (metrics.slot_stats).
 
     All tasks of a bucket in one fused computation: classes >= n_classes[s] are masked, CE is taken per
     slot, then weighted into the training loss and grouped into per-task metrics (see tasks.py).
@@ -60,8 +61,9 @@ def loss_and_metrics(logits, y, spec, buckets=None, weight=None, loss="softmax",
     is Prieto et al.'s `cross_entropy_float16` (log-softmax and mean in float16), where collapse comes soonest.
     """
     with M.in_dtype(dtype):  # scoped: the model, the optimizer and the metrics stay float32
-        out = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.dtype(dtype))
-    return out if dtype == "float32" else tuple(v.astype(jnp.float32) for v in out)
+        out, slots = _loss_and_metrics(logits, y, spec, buckets, weight, loss, jnp.dtype(dtype))
+    out = out if dtype == "float32" else tuple(v.astype(jnp.float32) for v in out)
+    return (*out, slots) if stats else out
 
 
 
@@ -72,25 +74,26 @@ def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
     if not isinstance(logits, tuple):  # padded (b, S, C): each bucket reads its slice
         buckets = buckets or ((0, logits.shape[1], logits.shape[2]),)
         logits = tuple(logits[:, s0:s1, :w] for s0, s1, w in buckets)
-    ce, wrong = [], []
+    ce, wrong, one, tops = [], [], [], []
     for (s0, s1, width), lg in zip(buckets, logits, strict=True):  # at most 4 buckets (Task.class_buckets)
-        lg, yb = lg.astype(dtype), y[:, s0:s1]  # the loss is float32 (or float64) whatever the compute dtype
+        raw, yb = lg, y[:, s0:s1]
         classes = jnp.arange(width)
         valid = classes[None, :] < spec["n_classes"][s0:s1, None]  # (n, width)
-        raw, lg = lg, jnp.where(valid, lg, -1e9)  # (b, n, width)
-        # log-softmax by hand, with one-hot masks instead of gathers and argmax: each is one fused pass
-        # over the logits, and the backward pass has no scatter
-        shifted = lg - jax.lax.stop_gradient(lg.max(-1, keepdims=True))  # max logit -> 0
-        shifted_y = jnp.where(classes == yb[..., None], shifted, 0.0).sum(-1)  # (b, n)
+        # the loss is float32 (or float64) whatever the compute dtype; log-softmax by hand (metrics.softmax_parts)
+        shifted, shifted_y, sum_exp, top = M.softmax_parts(jnp.where(valid, lg.astype(dtype), M.MASKED), yb, classes)
         if loss == "stablemax":  # not shift-invariant: s of the logits themselves; masked classes count 0
-            s = jnp.where(valid, stablemax_s(raw), 0.0)
+            s = jnp.where(valid, stablemax_s(raw.astype(dtype)), 0.0)
             ce.append(jnp.log(s.sum(-1)) - jnp.log(jnp.where(classes == yb[..., None], s, 0.0).sum(-1)))
         else:
-            ce.append(jnp.log(jnp.exp(shifted).sum(-1)) - shifted_y)
+            ce.append(jnp.log(sum_exp) - shifted_y)
         # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it;
         # `~(>= 0)`, not `< 0`: a NaN logit (a diverged run) is wrong, not right (NaN < 0 is False)
         tie_before = ((shifted == 0) & (classes < yb[..., None])).any(-1)
         wrong.append((~(shifted_y >= 0) | tie_before).astype(jnp.float32))
+        one.append(M.collapsed(shifted_y, sum_exp))  # unused (and dropped by XLA) unless the trainer asks
+        # float16's max is the float32 max rounded: the largest logit is read from the float32 logits there
+        tops.append(jnp.where(valid, raw.astype(jnp.float32), M.MASKED).max(-1) if dtype == jnp.float16
+                    else top.astype(jnp.float32))
     ce_slot = mean(jnp.concatenate(ce, axis=1))  # (S,)
     if dtype == jnp.float32:
         loss = ce_slot @ spec["loss_weight"]
@@ -100,7 +103,8 @@ def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
         task_loss = (spec["group_loss"] * ce_slot).sum(-1)
     wrong = jnp.concatenate(wrong, axis=1)  # (b, S)
     task_acc = mean(((wrong @ spec["groups"].T.astype(jnp.float32)) == 0).astype(jnp.float32))  # (K,)
-    return loss, task_loss, task_acc
+    slots = jnp.concatenate(one, axis=1), jax.lax.stop_gradient(jnp.concatenate(tops, axis=1))
+    return (loss, task_loss, task_acc), slots
 
 
 def loss_kind(cfg: RunConfig) -> dict:
@@ -240,10 +244,12 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
         def loss_fn(params):
             logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
                               bucketed=True)
-            loss, task_loss, task_acc = loss_and_metrics(logits, y, data["spec"], buckets, weight, **loss_kind(cfg))
-            return loss, (task_loss, task_acc, jax.lax.stop_gradient(logits))
+            loss, task_loss, task_acc, slots = loss_and_metrics(logits, y, data["spec"], buckets, weight,
+                                                                stats=True, **loss_kind(cfg))
+            return loss, (task_loss, task_acc, jax.lax.stop_gradient(logits), slots)
 
-        (loss, (train_loss, train_acc, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        (loss, (train_loss, train_acc, logits, slots)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params)
         k = train_loss.shape[0]
 
         def validate():
@@ -255,7 +261,8 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
             valid_loss, valid_acc = jax.lax.cond(
                 is_due(t, eval_every), validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
         ctx = M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads, logits, y,
-                            data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight, cfg.train.loss_dtype)
+                            data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight, cfg.train.loss_dtype,
+                            slots)
         out = M.compute(ctx, metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

@@ -168,3 +168,37 @@ def test_float16_loss_is_their_float16_cross_entropy():
     assert got == pytest.approx(float(want), rel=2e-3)  # float16's own rounding, not float32's
     f32 = float(loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, dtype="float32")[0])
     assert got != f32
+
+
+@pytest.mark.parametrize("dtype,loss", [("float16", "softmax"), ("float32", "softmax"), ("float64", "softmax"),
+                                        ("float32", "stablemax")])
+def test_the_trainer_reads_collapse_and_the_top_logit_off_the_loss_pass(dtype, loss):
+    """The trainer hands softmax_collapse and max_logit the loss's own (collapsed, top) per slot (one pass over the
+    logits): they equal what the metrics compute from the logits alone, over two class buckets and a padded batch,
+    with margins that collapse in one precision and not another."""
+    import jax.numpy as jnp
+
+    from miiii.train import loss_and_metrics
+
+    rng = np.random.default_rng(3)
+    b, S, C = 48, 3, 6
+    n_classes = np.array([6, 5, 3])
+    y = rng.integers(0, 3, (b, S))
+    logits = (rng.normal(size=(b, S, C)) * 3).astype(np.float32)
+    margin = rng.choice([3.0, 12.0, 30.0, 120.0], (b, S)).astype(np.float32)
+    np.put_along_axis(logits, y[..., None], (logits.max(-1) + margin)[..., None], -1)
+    logits[:, 2, 3:] = 1e4  # past slot 2's classes: never its max
+    groups = np.array([[1, 0, 0], [0, 1, 1]], bool)
+    buckets = ((0, 2, 6), (2, 3, 3))
+    w = (np.arange(b) < 40).astype(np.float32)
+    spec = {"n_classes": jnp.asarray(n_classes), "groups": jnp.asarray(groups),
+            "loss_weight": jnp.full((S,), 1 / S), "group_loss": jnp.asarray(groups / groups.sum(1, keepdims=True))}
+    *_, slots = loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, buckets, jnp.asarray(w), loss=loss,
+                                 dtype=dtype, stats=True)
+    alone = M.StepContext(*[None] * 7, jnp.asarray(logits), jnp.asarray(y), spec, buckets, jnp.asarray(w), dtype)
+    handed = alone._replace(slot_stats=slots)
+    want = np.asarray(M.softmax_collapse(alone))
+    assert 0 < want.min() and want.max() < 1
+    np.testing.assert_array_equal(np.asarray(M.softmax_collapse(handed)), want)
+    assert float(M.max_logit(handed)) == float(M.max_logit(alone)) == np.where(
+        np.arange(C)[None, None] < n_classes[None, :, None], logits, -np.inf).max()
