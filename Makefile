@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke train-addition-10 export-adder test-tl stability
+        book book-smoke book-findings train-addition-10 export-adder test-tl stability
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -64,6 +64,9 @@ book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_resul
 book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results/book-smoke)
 	$(BIN)/python -m experiments.book --smoke $(ARGS)
 
+book-findings: $(STAMP)  ## the book's attention, embedding, ablation and lr claims judged over 3 seeds (six sweeps in runs/book-findings, reused; ~50 min on 2 CPU cores): results/book/findings.md
+	$(BIN)/python -m experiments.book.findings $(ARGS)
+
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
@@ -103,7 +106,7 @@ results: $(STAMP)  ## retrain the paper bundles (3 seeds; the project's six role
 	  echo "results: $$out took $$(( ($$(date +%s) - start) / 60 )) min"; \
 	done
 	$(BIN)/python -m experiments.headline
-	@echo "results: the book's bundle (results/book/) is retrained by the commands in experiments/book/README.md (hours)"
+	@echo "results: the book's bundle (results/book/) is retrained by the commands in experiments/book/README.md (hours; make book-findings: ~50 min)"
 
 # PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.

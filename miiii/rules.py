@@ -18,6 +18,16 @@ def printed_rule(fn) -> str:
     return " ".join(inspect.getdoc(fn).split("\n\n")[0].split())
 
 
+def verdict(per_seed: list) -> str:
+    """holds only when it holds in every seed; one seed against it makes it does not hold; a seed that cannot test
+    it (and none against) makes it not testable."""
+    if any(v is False for v in per_seed):
+        return "does not hold"
+    if not per_seed or any(v is None for v in per_seed):
+        return "not testable"
+    return "holds"
+
+
 SMALL = (2, 3, 5, 7)
 MASKED_FIRST = (11, 13, 17, 19)
 PAPER_STEPS = 65_536  # the paper's time axis (epochs = full-batch steps)

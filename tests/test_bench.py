@@ -142,3 +142,36 @@ def test_the_measures_cost_lines_are_the_committed_json():
     if not measures_cost.JSON.is_file():
         pytest.skip("no committed measures_cost.json")
     assert measures_cost.main(["--check"]) == 0
+
+
+def _bench_record(eager_ratio: float, vmap_factor: float) -> dict:
+    ref = lambda r: {"steps_per_s": 1.0, "ratio": r, "ratio_range": [r - 0.1, r + 0.1]}  # noqa: E731
+    row = lambda name: {"config": name, "miiii_steps_per_s": 3.0, "references": {"reference": {  # noqa: E731
+        "eager": ref(eager_ratio), "compiled": ref(eager_ratio)}}, "achieved_gflops": 10.0, "fraction_of_peak": 0.05,
+        "compile_s": 2.0, "recorded_steps_per_s": None, "recording_overhead": None}
+    return {"configs": [row("nanda p113 d128"), row("miiii p113 d256"), row("book adder b512")],
+            "vmap_seeds": [{"preset": "nanda-tiny", "factor": vmap_factor, "vmapped_s": 8.0, "one_seed_s": 1.0,
+                            "steps": 500}],
+            "keep_log_cost": {"keep_log": 20, "preset": "nanda-tiny", "steps": 1500, "cost": 0.3,
+                              "on": {"wall_s": 13.0, "compile_s": 6.0, "checkpoints": 25},
+                              "off": {"wall_s": 10.0, "compile_s": 6.0, "checkpoints": 3}},
+            "rss": None, "metrics_cost": [], "device": "cpu", "backend": "cpu", "date": "2026-01-01 00:00:00",
+            "threads": 2, "jax": "0", "torch_device": "cpu", "matmul_peak_gflops": 200.0, "repeats": 3,
+            "wall_s": 600.0, "file": "results/bench/bench-cpu.json"}
+
+
+def test_the_bench_goals_are_read_off_the_record_both_ways():
+    from experiments.bench import doc
+
+    good, bad = doc.goals(_bench_record(3.5, 5.0)), doc.goals(_bench_record(1.2, 7.9))
+    assert all(line.endswith("**met**") for line in good) and len(good) == len(doc.GOALS)
+    assert all(line.endswith("**missed**") for line in bad)  # 1.2x misses every ratio goal, 7.9x the vmapped one
+    text = doc.block([_bench_record(3.5, 5.0)])
+    assert text.startswith(doc.START) and text.endswith(doc.END) and "**3.50x** (3.40–3.60)" in text
+
+
+def test_the_benchmark_page_is_the_committed_records():
+    """docs/benchmark.md's measured block is generated from results/bench/bench-*.json."""
+    from experiments.bench import doc
+
+    assert doc.main(["--check"]) == 0

@@ -7,10 +7,10 @@ The references live in this folder: `torch_paper.py` (the paper's one-layer mode
 `torch_adder.py` (the book's 17,760-parameter adder), each timed eagerly and under `torch.compile` (compile
 excluded by warm-up steps; `--no-compile` leaves that column out). `--peers DIR` times the scripts of the same
 names in DIR with the same command lines too, a cross-check against an independent implementation: both ratios
-are printed side by side. Runtime on a 2-core CPU: 33 minutes in all (2026-11-23; each model's first
-torch.compile takes a minute or two there, and the 8-seed timings about ten); --quick with --peers took 14 minutes
-on 2 heavily loaded cores. On a GPU the miiii side takes a minute or two and times 20x
-as many steps, and the PyTorch references run on CUDA with 20x their steps too (`--torch-device` picks).
+are printed side by side. The whole bench's wall time on each machine a record was committed from is in
+docs/benchmark.md (on a CPU, the first torch.compile of each model and the 8-seed timings take most of it). On a
+GPU the miiii side times 20x as many steps, and the PyTorch references run on CUDA with 20x their steps too
+(`--torch-device` picks).
 Every figure is the median of --repeats timings (default 3) per side; the ratio's range over them is printed too.
 Prints, for the nanda paper config (p 113, d 128), the miiii paper config (p 113, d 256, dropout 0.1,
 grokfast) and the book adder (batch 512): steps/s of miiii (train step + per-step validation metrics
@@ -26,6 +26,7 @@ cache (miiii/compile_cache.py) is off here, so the compile times are compiles.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -136,6 +137,7 @@ def main(argv=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
 
+    t_start = time.perf_counter()
     setup_compile_cache({ENV: "off"})  # compile times are compiles, not loads from ~/.cache/miiii/jax
     threads = os.cpu_count() or 1
     q = args.quick
@@ -211,10 +213,14 @@ def main(argv=None) -> int:
         print(f"vmapped seeds, {v['preset']}: 8 seeds take {v['factor']:.2f}x one seed's time "
               f"({v['vmapped_s']:.2f} s vs {v['one_seed_s']:.2f} s for {v['steps']} steps)")
 
-    result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), device=jax.devices()[0].device_kind,
+    from miiii.provenance import git_commit
+
+    torch_version = importlib.metadata.version("torch") if importlib.util.find_spec("torch") else None
+    result = dict(date=time.strftime("%Y-%m-%d %H:%M:%S"), commit=git_commit(), torch=torch_version,
+                  device=jax.devices()[0].device_kind,
                   backend=jax.default_backend(), threads=threads, jax=jax.__version__,
                   torch_device=torch_device, matmul_peak_gflops=peak, repeats=reps, configs=rows, rss=rss,
-                  vmap_seeds=vm, metrics_cost=costs, keep_log_cost=kl)
+                  vmap_seeds=vm, metrics_cost=costs, keep_log_cost=kl, wall_s=time.perf_counter() - t_start)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")
     return 0

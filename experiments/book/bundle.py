@@ -1,7 +1,7 @@
 """The book bundle's tables regenerated from its committed JSON files alone (no runs, no training), so the files a
 reader sees cannot drift from the records they summarise: `seeds.md` from `seeds.json`, `unstated.md` from
-`unstated.json`, `gap.md` from every record `gap.md` compares. Each keeps the provenance its committed file
-states (which commit trained it, when, on what).
+`unstated.json`, `gap.md` from every record `gap.md` compares, `findings.md` from `findings.json`.
+Each keeps the provenance its committed file states (which commit trained it, when, on what).
 
     python -m experiments.book.bundle results/book            # rewrite the three tables
     python -m experiments.book.bundle results/book --check    # exit 1 when a committed table differs
@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from experiments.book import findings_md
 from experiments.book.figures import fig_gap, fig_seed_curves, fig_unstated
 from experiments.book.records import gap_samples
 from experiments.book.tables import gap_md, seeds_md, unstated_md
@@ -45,6 +46,11 @@ def regenerate(out: Path, figures: bool = False) -> dict[str, str]:
         texts["unstated.md"] = unstated_md(groups, prov("unstated.md"))
         if figures:
             fig_unstated(groups, out)
+    if (out / "findings.json").is_file():
+        data = json.loads((out / "findings.json").read_text())
+        texts["findings.md"] = findings_md.render(data)
+        if figures:
+            findings_md.figure(data, out)
     samples = gap_samples(out)
     if samples:
         texts["gap.md"] = gap_md(samples, prov("gap.md"))[0]

@@ -4,6 +4,9 @@ and `reversal`), then measured member by member into a small JSON-able dict (`me
 keeps (results/book/findings.json); findings.md regenerates from that file alone (experiments/book/bundle.py).
 
     python -m experiments.book.findings [--seeds 3] [--runs runs/book-findings] [--out results/book]
+
+Trains six sweeps (addition, reversal, and addition without positional embeddings, without the causal mask, with
+one layer, at lr 1e-3): about 50 minutes for 3 seeds on 2 CPU cores, reused when finished; measuring takes minutes.
 """
 
 from __future__ import annotations
@@ -28,16 +31,110 @@ CONFIGS = {
     "no_pos_embed": ("addition", ("model.pos_embed=false",)),
     "no_causal_mask": ("addition", ("model.causal=false", "train.steps=2940")),
     "one_layer": ("addition", ("model.n_layers=1",)),
+    "lr_1e-3": ("addition", ("optim.lr=0.001",)),  # ch. 3: "1e-3 doesn't work"
 }
+FILE = "findings.json"  # the bundle's record: every member's measures; findings.md is rendered from it alone
 TRAINED_BY = "trained_by.json"  # in each sweep directory: the commit and date that trained it
+ATTN_SAMPLES = 1000  # held-out samples whose attention patterns are averaged (the mean pattern: masses are linear)
 
 
-def config(name: str):
+def probes(task: str, n: int) -> dict[str, str]:
+    """Ch. 4's two inputs, for n digits: no carry (123+456) and carries cascading through every column (999+001)."""
+    if task != "addition":
+        return {}
+    return {"no_carry": "".join(str(1 + i % 3) for i in range(n)) + "+" + "".join(str(4 + i % 3) for i in range(n)),
+            "cascade": "9" * n + "+" + "0" * (n - 1) + "1"}
+
+
+def _patterns(ev, params, x) -> list:
+    """Per layer, the attention pattern (heads averaged) averaged over the rows of x: (L, T, T), 3 decimals."""
+    import numpy as np
+
+    _, acts = ev.apply(params, x)
+    return [np.round(np.asarray(acts[f"blocks.{i}.attn.hook_pattern"], np.float64).mean((0, 1)), 3).tolist()
+            for i in range(ev.cfg.model.n_layers)]
+
+
+def _digit_cosines(params) -> list:
+    """(10, 10) cosine similarity of the digit tokens' embeddings (W_E rows 0-9, the book's figure), 3 decimals."""
+    import numpy as np
+
+    e = np.asarray(params["W_E"], np.float64)[:10]
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    return np.round(e @ e.T, 3).tolist()
+
+
+def carries(x, n: int):
+    """(N,) how many carries the sum of each addition input makes (operands at positions 0..n-1 and n+1..2n, most
+    significant digit first)."""
+    import numpy as np
+
+    a, b = np.asarray(x[:, :n])[:, ::-1], np.asarray(x[:, n + 1:2 * n + 1])[:, ::-1]  # ones first
+    carry, count = np.zeros(len(x), int), np.zeros(len(x), int)
+    for j in range(n):
+        carry = (a[:, j] + b[:, j] + carry) >= 10
+        count += carry
+    return count
+
+
+def member_measures(run_dir: Path) -> dict:
+    """One trained member, measured: held-out exact match teacher-forced and autoregressive (all 10,000 pairs), the
+    mean attention pattern per layer over ATTN_SAMPLES held-out inputs and on the probes, and the digit embeddings'
+    cosines; the attention and cosines also of the same seed's untrained parameters (the control: what the
+    initialisation already shows)."""
+    import jax
+    import numpy as np
+
+    from miiii.bookeval import Evaluator
+    from miiii.runner import prepare
+    from miiii.tasks import task_spec
+    from miiii.train import make_trainer
+
+    ev = Evaluator(run_dir)
+    cfg, task = ev.cfg, ev.task
+    init = make_trainer(cfg, prepare(cfg)).init(cfg.train.seed).params
+    vx, vy = task.valid.x, task.valid.y
+    ce, tf = ev.teacher_forced(vx, vy)
+    ok = ev.autoregressive(vx, vy)  # (N,) the whole answer generated correctly
+    spec = task_spec(task.name)
+    width = vx.shape[1]
+    x = jax.numpy.asarray(vx[:ATTN_SAMPLES])
+    texts = probes(task.name, ev.n)
+    inputs = {k: jax.numpy.asarray(spec.probe(s)[None, :width]) for k, s in texts.items()}
+    out = {"seed": cfg.train.seed, "task": task.name, "n_layers": cfg.model.n_layers, "answer_start": task.answer_start,
+           "reads": spec.reads(ev.n), "probe_text": texts, "valid_loss": round(ce, 4), "teacher_forced": round(tf, 4),
+           "autoregressive": round(float(ok.mean()), 4)}
+    if task.name == "addition":  # exact match by the number of carries the sum makes (0 .. n)
+        c = carries(vx, ev.n)
+        out["by_carries"] = {int(k): [int((c == k).sum()), round(float(ok[c == k].mean()), 4)]
+                             for k in np.unique(c)}
+    for name, params in (("trained", ev.params), ("init", init)):
+        out[name] = {"attention": _patterns(ev, params, x), "digit_cos": _digit_cosines(params),
+                     "probes": {k: _patterns(ev, params, px) for k, px in inputs.items()}}
+    return out
+
+
+def sweep_measures(name: str, runs: Path) -> list[dict]:
+    """`member_measures` of every member of the config's finished sweep."""
+    from miiii.sweep import member_dir
+
+    out = Path(runs) / name
+    n = len([p for p in out.glob("member_*") if p.is_dir()])
+    return [member_measures(member_dir(out, i)) for i in range(n)]
+
+
+SMOKE = {"addition": "addition-tiny", "reversal": "reversal-tiny"}  # --smoke: the tiny presets for 60 steps
+
+
+def config(name: str, smoke: bool = False):
     preset, sets = CONFIGS[name]
+    if smoke:
+        return apply_overrides(get_preset(SMOKE[preset]), [*QUIET, *(s for s in sets if "steps" not in s),
+                                                          "train.steps=60", "train.chunk=20", "train.eval_every=20"])
     return apply_overrides(get_preset(preset), [*QUIET, *sets])
 
 
-def train(name: str, seeds: int, runs: Path, progress: bool = True) -> Path:
+def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool = False) -> Path:
     """The config's sweep of `seeds` seeds under runs/NAME, reused when a finished one (sweep.json) is there."""
     from miiii.sweep import run_sweep
 
@@ -46,7 +143,7 @@ def train(name: str, seeds: int, runs: Path, progress: bool = True) -> Path:
         if out.exists():
             raise ConfigError(f"{out} holds an unfinished sweep (no sweep.json); remove it and run again")
         t = time.perf_counter()
-        run_sweep(config(name), seeds, {}, out, progress=progress, tensorboard=False)
+        run_sweep(config(name, smoke), seeds, {}, out, progress=progress, tensorboard=False)
         (out / TRAINED_BY).write_text(json.dumps({"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}))
         print(f"{name}: {seeds} seeds in {time.perf_counter() - t:.0f} s", flush=True)
     return out
@@ -57,14 +154,35 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per config, one vmapped sweep each (default 3)")
     ap.add_argument("--runs", type=Path, default=Path("runs/book-findings"), help="where the sweeps go (reused)")
     ap.add_argument("--only", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), help="train these configs")
+    ap.add_argument("--smoke", action="store_true", help="tiny presets for 60 steps (the pipeline in CPU minutes; "
+                    "nothing is meant to match)")
     ap.add_argument("--train-only", action="store_true", help="train the sweeps and stop")
+    ap.add_argument("--out", type=Path, default=Path("results/book"),
+                    help=f"the bundle: OUT/{'{'}FILE{'}'} (the measures) and findings.md (default results/book)")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
 
     def work(args):
         for name in args.only:
-            train(name, args.seeds, args.runs)
+            train(name, args.seeds, args.runs, smoke=args.smoke)
+        if args.train_only:
+            return 0
+        import jax
+
+        data = {"configs": {k: {"preset": v[0], "sets": list(v[1])} for k, v in CONFIGS.items()},
+                "measured_by": {"commit": git_commit(), "device": jax.devices()[0].device_kind, "jax": jax.__version__},
+                "smoke": args.smoke, "attn_samples": ATTN_SAMPLES, "trained_by": {}, "sweeps": {}}
+        for name in CONFIGS:
+            data["trained_by"][name] = {**json.loads((args.runs / name / TRAINED_BY).read_text()), "wall_s": round(
+                json.loads((args.runs / name / "sweep.json").read_text())["wall_s"])}
+            data["sweeps"][name] = sweep_measures(name, args.runs)
+            print(f"{name}: measured", flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / FILE).write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+        from experiments.book.findings_md import write
+
+        print(write(args.out))
         return 0
 
     return one_line_errors(work, args)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from miiii.rules import verdict  # noqa: F401 - how the seeds pool, as in every study
+
 ONSET = 0.5  # a task is in Softmax Collapse once half of its training samples are (their notebook's "50% zero terms")
 WINDOW = 100  # steps averaged at each end of a validation-accuracy gain
 STALLED = 0.02  # "stopping learning altogether": a gain below 2 accuracy points from the onset to the end
@@ -59,13 +61,3 @@ def rule_precision(f16: dict, f32: dict, f64: dict) -> bool | None:
     if not tasks:
         return None
     return bool(all(f16["onset"][q] < late(f32["onset"][q]) <= late(f64["onset"][q]) for q in tasks))
-
-
-def verdict(per_seed: list) -> str:
-    """holds only when it holds in every seed; one seed against it makes it does not hold; a seed that cannot test
-    it (and none against) makes it not testable."""
-    if any(v is False for v in per_seed):
-        return "does not hold"
-    if not per_seed or any(v is None for v in per_seed):
-        return "not testable"
-    return "holds"
