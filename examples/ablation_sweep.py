@@ -28,7 +28,10 @@ NEURONS, HEADS = "blocks.0.mlp.hook_post", "blocks.0.attn.hook_z"
 
 
 def members(path: Path) -> list[Path]:
-    """A sweep directory's member runs, in order; any other directory is one run."""
+    """A sweep directory's member runs, in order; any other directory is one run. An interrupted sweep (its plan,
+    sweep-plan.json, without the sweep.json it writes last) has no final parameters yet: it is refused in one line."""
+    if (path / "sweep-plan.json").exists() and not (path / "sweep.json").exists():
+        raise ConfigError(f"{path} is an unfinished sweep: finish it first with python -m miiii sweep --resume {path}")
     if (path / "sweep.json").exists():
         found = sorted(d for d in path.glob("member_*") if d.is_dir())
         if not found:

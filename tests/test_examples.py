@@ -85,3 +85,12 @@ def test_before_and_after_compares_two_kept_steps(tiny, capsys):
     assert float(rows["train accuracy"][1]) == pytest.approx(tiny.summary["final"]["train"]["task_acc"][0], abs=1e-3)
     assert mod.main([str(tiny.path), "--before", "7"]) == 2
     assert "step 7 was not kept" in capsys.readouterr().err
+
+
+def test_ablation_study_refuses_an_unfinished_sweep_in_one_line(tmp_path, capsys):
+    unfinished = tmp_path / "sw"
+    unfinished.mkdir()
+    (unfinished / "sweep-plan.json").write_text("{}")  # the plan a sweep writes first; no sweep.json: interrupted
+    assert script("ablation_sweep").main([str(unfinished)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unfinished sweep" in err and "--resume" in err
