@@ -54,21 +54,24 @@ def paper_rows(path: Path) -> dict[str, str]:
     return out
 
 
-def book_rows(path: Path) -> list[tuple[str, str]]:
-    """(claim, verdict) of every '| claim | rule | measured | verdict |' table of a book bundle file."""
-    rows, inside = [], False
+BOOK_TABLES = ("| claim | rule | measured | verdict |", "| claim | source | rule | measured | verdict |",
+               "| claim | source | reading | rule | per seed | verdict |",
+               "| claim | source | ablation | rule | verdict |")
+
+
+def book_rows(path: Path) -> list[tuple[str, str, str]]:
+    """(claim, reading or '', verdict) of every claim table of a book bundle file (BOOK_TABLES)."""
+    rows, reading = [], None
     for line in path.read_text().splitlines():
-        if line.startswith(("| claim | rule | measured | verdict |", "| claim | source | rule | measured | verdict |",
-                            "| claim | source | rule | per seed | verdict |",
-                            "| claim | source | ablation | rule | verdict |")):
-            inside = True
-        elif inside and line.startswith("| ---"):
+        if line.startswith(BOOK_TABLES):
+            reading = cells(line).index("reading") if "| reading |" in line else -1
+        elif reading is not None and line.startswith("| ---"):
             continue
-        elif inside and line.startswith("|"):
+        elif reading is not None and line.startswith("|"):
             c = cells(line)
-            rows.append((c[0], verdict(c[-1])))
+            rows.append((c[0], c[reading] if reading >= 0 and c[reading] != "–" else "", verdict(c[-1])))
         else:
-            inside = False
+            reading = None
     return rows
 
 
@@ -95,7 +98,8 @@ def table(root: Path = ROOT) -> str:
     lines += [f"| {c} | " + " | ".join(rows.get(c, "–") for rows, _ in papers) + " |" for c in claims]
     lines += ["", "The book's claims over seeds ([" + "), [".join(f"{f}]({f}" for f in BOOK) + ")):", "",
               "| claim | verdict |", "| --- | --- |"]
-    lines += [f"| {short(c)} | {v} |" for f in BOOK if (root / f).is_file() for c, v in book_rows(root / f)]
+    lines += [f"| {short(c)}{f' [{r}]' if r else ''} | {v} |" for f in BOOK if (root / f).is_file()
+              for c, r, v in book_rows(root / f)]
     lines += ["", f"`make train-addition` (preset `addition`, the book's loop as written): {ADDITION_ODDS}."]
     if (root / STABILITY).is_file():
         rows = stability_rows(root / STABILITY)

@@ -30,8 +30,10 @@ def _columns(mass: float) -> dict:
     return {A0 + j: {k: mass / 2 for k in keys} for j, keys in enumerate(READS)}
 
 
-def _previous(mass: float) -> dict:
-    return {q: {q - 1: mass} for q in range(A0 + 2, T)}
+def _previous(mass: float, reading: str = "predicts") -> dict:
+    """Digit j's query (A0 + j, or A0 + 1 + j when it holds digit j) on digit j - 1 (at A0 + j)."""
+    shift = F.READINGS[reading]
+    return {A0 + j + shift: {A0 + j: mass} for j in range(1, T - A0 - shift)}
 
 
 def _cos(kind: str) -> list:
@@ -43,15 +45,27 @@ def _cos(kind: str) -> list:
     return ((c + c.T) / 2).tolist()
 
 
+def _pos(kind: str) -> list:
+    """(T, T) positional cosines: 'columns' makes each column's two operand positions each other's nearest."""
+    rng = np.random.default_rng(1)
+    c = rng.uniform(-0.5, 0.5, (T, T))
+    c = (c + c.T) / 2
+    if kind == "columns":
+        for a, b in READS:
+            c[a, b] = c[b, a] = 0.9
+    np.fill_diagonal(c, 1.0)
+    return c.tolist()
+
+
 def member(l1=None, l2=None, init_l1=None, init_l2=None, probes=(None, None), init_probes=(None, None),
-           cos="random", init_cos="random", task="addition", solved=True) -> dict:
-    def side(a, b, pr, c):
-        return {"attention": [_pattern(a), _pattern(b)], "digit_cos": _cos(c),
+           cos="random", init_cos="random", task="addition", solved=True, pos="random", init_pos="random") -> dict:
+    def side(a, b, pr, c, ps):
+        return {"attention": [_pattern(a), _pattern(b)], "digit_cos": _cos(c), "pos_cos": _pos(ps),
                 "probes": {"cascade": [_pattern(), _pattern(pr[0])], "no_carry": [_pattern(), _pattern(pr[1])]}}
     reads = READS if task == "addition" else [[4 - j] for j in range(5)]
     return {"seed": 0, "task": task, "n_layers": 2, "answer_start": A0 if task == "addition" else 5, "reads": reads,
             "autoregressive": 1.0 if solved else 0.4, "teacher_forced": 1.0 if solved else 0.4,
-            "trained": side(l1, l2, probes, cos), "init": side(init_l1, init_l2, init_probes, init_cos)}
+            "trained": side(l1, l2, probes, cos, pos), "init": side(init_l1, init_l2, init_probes, init_cos, init_pos)}
 
 
 def test_layer1_columns_needs_the_majority_on_every_column_and_an_untrained_control_that_fails():
@@ -70,11 +84,34 @@ def test_columns_in_some_layer():
     assert F.rule_columns(member(l2=_columns(0.8), solved=False)) is None
 
 
-def test_layer2_carries_needs_the_previous_output_digit_and_more_than_layer1():
-    assert F.rule_layer2_carries(member(l2=_previous(0.7))) is True
-    assert F.rule_layer2_carries(member(l2=_previous(0.3))) is False
-    assert F.rule_layer2_carries(member(l1=_previous(0.9), l2=_previous(0.7))) is False
-    assert F.rule_layer2_carries(member(l2=_previous(0.7), init_l2=_previous(0.6))) is None
+@pytest.mark.parametrize("reading", F.READINGS)
+def test_layer2_carries_needs_the_previous_output_digit_and_more_than_layer1(reading):
+    other = "holds" if reading == "predicts" else "predicts"
+    assert F.rule_layer2_carries(member(l2=_previous(0.7, reading)), reading) is True
+    assert F.rule_layer2_carries(member(l2=_previous(0.7, other)), reading) is False  # the other reading's query
+    assert F.rule_layer2_carries(member(l2=_previous(0.3, reading)), reading) is False
+    assert F.rule_layer2_carries(member(l1=_previous(0.9, reading), l2=_previous(0.7, reading)), reading) is False
+    assert F.rule_layer2_carries(member(l2=_previous(0.7, reading), init_l2=_previous(0.6, reading)), reading) is None
+
+
+def test_the_holds_reading_reads_one_query_later():
+    shifted = {q + 1: keys for q, keys in _columns(0.8).items()}
+    assert F.rule_columns(member(l2=shifted), "holds") is True and F.rule_columns(member(l2=shifted)) is False
+    lopsided = {A0 + j: {keys[0]: 0.7} for j, keys in enumerate(READS)}  # one operand only
+    assert F.rule_columns(member(l1=lopsided)) is False
+
+
+def test_two_patterns_needs_both_tasks():
+    add, rev = member(l2=_columns(0.8)), member(l1={5 + j: {4 - j: 0.95} for j in range(5)}, task="reversal")
+    assert F.rule_two_patterns(add, rev) is True
+    assert F.rule_two_patterns(member(), rev) is False
+    assert F.rule_two_patterns(add, member(task="reversal", solved=False)) is None
+
+
+def test_column_positions_pair_with_their_control():
+    assert F.rule_column_positions(member(pos="columns")) is True
+    assert F.rule_column_positions(member()) is False
+    assert F.rule_column_positions(member(pos="columns", init_pos="columns")) is None
 
 
 def test_more_complex_is_a_higher_entropy_on_cascading_carries_beyond_the_untrained_difference():
@@ -119,6 +156,10 @@ def test_ablation_rules_against_their_baseline():
     assert F.rule_no_columns([_run(0.01), _run(0.2)], base) is True
     assert F.rule_no_columns([_run(0.01), _run(0.7)], base) is False
     assert F.rule_no_columns([_run(0.01)], [_run(1.0), _run(0.3), _run(0.2)]) is None  # the baseline fails too
+    unaligned, aligned = member() | _run(0.01), member(l2=_columns(0.8)) | _run(0.01)
+    assert F.rule_no_column_attention([unaligned, unaligned], base) is True
+    assert F.rule_no_column_attention([unaligned, aligned], base) is False
+    assert F.rule_degraded([_run(0.4)], [_run(1.0), _run(0.3), _run(0.2)]) is None
     base = [_run(1.0), _run(0.995), _run(0.99)]
     assert F.rule_mismatch([_run(0.0, tf=1.0)], base) is True
     assert F.rule_mismatch([_run(0.0, tf=0.9)], base) is False
@@ -126,8 +167,9 @@ def test_ablation_rules_against_their_baseline():
     limited = _run(0.8, by={"0": [100, 1.0], "2": [50, 0.5], "3": [10, 0.3]})
     assert F.carry_gap(limited) == pytest.approx(1.0 - (50 * 0.5 + 10 * 0.3) / 60)
     assert F.rule_limited_carries([limited], base) is True
-    assert F.rule_limited_carries([limited], [_run(0.8, by={"0": [100, 1.0], "2": [60, 0.3]})]) is False
-    assert F.rule_limited_carries([limited], [_run(0.8, by={"0": [100, 1.0], "2": [60, 0.5]})]) is False  # by 0.03
+    assert F.rule_limited_carries([limited], [_run(1.0, by={"0": [100, 1.0], "2": [60, 0.3]})]) is False
+    assert F.rule_limited_carries([limited], [_run(1.0, by={"0": [100, 1.0], "2": [60, 0.5]})]) is False  # by 0.03
+    assert F.rule_limited_carries([limited], [_run(0.8)]) is None  # the baseline does not solve the task
     assert F.rule_limited_carries([_run(0.5, by={"0": [100, 0.5]})], base) is None  # no sums with two carries
 
 
@@ -154,23 +196,27 @@ def test_findings_md_renders_every_claim_with_its_printed_rule():
         m["seed"] = i % 3
     data = {"configs": {k: {"preset": "addition", "sets": []} for k in
                         ("addition", "reversal", "no_pos_embed", "no_causal_mask", "one_layer", "lr_1e-3")},
-            "sweeps": {"addition": add, "reversal": rev, "no_pos_embed": [_run(0.0)] * 3, "lr_1e-3": [_run(0.2)] * 3,
+            "sweeps": {"addition": add, "reversal": rev, "no_pos_embed": [member() | _run(0.0)] * 3,
+                       "lr_1e-3": [_run(0.2)] * 3,
                        "no_causal_mask": [_run(0.0, tf=1.0)] * 3, "one_layer": [_run(0.5)] * 3},
             "trained_by": {"addition": {"commit": "abc1234def", "date": "today"}},
             "measured_by": {"commit": "abc1234def", "device": "cpu", "jax": "0"}, "attn_samples": 1000}
     text = findings_md.render(data)
     for claim in (*findings_md.SEED_CLAIMS, *findings_md.ABLATION_CLAIMS):
         assert printed_rule(claim[3]) in text
-    assert text.count("**holds** (3/3)") == 6  # columns in layer 1 and in some layer, both anti-diagonal readings,
-    # both embedding rules
-    assert text.count("| **holds** |") == 4 and "| **does not hold** |" in text  # limited carries: gaps are equal
+    assert text.count("**holds** (3/3)") == 6  # predicts reading: layer-1 columns, both tasks, both anti-diagonal rows;
+    # both digit-embedding rules
+    assert text.count("| **holds** |") == 6 and "| **does not hold** |" in text  # limited carries: gaps are equal
 
 
-def test_lr_rule_needs_a_baseline_that_solves_it():
+def test_lr_rules_need_a_baseline_that_solves_it():
     base = [_run(1.0), _run(0.3)]
-    assert F.rule_lr_fails([_run(0.1), _run(0.5)], base) is True
-    assert F.rule_lr_fails([_run(0.1), _run(0.995)], base) is False
-    assert F.rule_lr_fails([_run(0.1)], [_run(0.3)]) is None  # the baseline does not solve it either
+    assert F.rule_lr_never_solves([_run(0.1), _run(0.9)], base) is True
+    assert F.rule_lr_never_solves([_run(0.1), _run(0.995)], base) is False
+    assert F.rule_lr_never_solves([_run(0.1)], [_run(0.3)]) is None  # the baseline does not solve it either
+    assert F.rule_lr_fails([_run(0.1), _run(0.4)], base) is True
+    assert F.rule_lr_fails([_run(0.1), _run(0.9)], base) is False  # never solves, but does not fail
+    assert F.rule_lr_fails([_run(0.1)], [_run(0.3)]) is None
 
 
 @pytest.mark.study

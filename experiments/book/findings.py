@@ -23,13 +23,13 @@ from miiii.presets import get_preset
 from miiii.provenance import git_commit
 
 QUIET = ("record.acts=", "record.params=", "ckpt.keep_log=0")  # the measures read the final parameters only
-# name: (preset, --set overrides): the two trained models, then the ablations of chapter 5, each one switch on
-# `addition` (no causal mask for 30 epochs: the mismatch it predicts is between two readings of one model)
+# name: (preset, --set overrides): the two trained models, then the ablations of chapter 5 and ch. 3's lr, each one
+# switch on `addition`
 CONFIGS = {
     "addition": ("addition", ()),
     "reversal": ("reversal", ()),
     "no_pos_embed": ("addition", ("model.pos_embed=false",)),
-    "no_causal_mask": ("addition", ("model.causal=false", "train.steps=2940")),
+    "no_causal_mask": ("addition", ("model.causal=false",)),
     "one_layer": ("addition", ("model.n_layers=1",)),
     "lr_1e-3": ("addition", ("optim.lr=0.001",)),  # ch. 3: "1e-3 doesn't work"
 }
@@ -55,11 +55,11 @@ def _patterns(ev, params, x) -> list:
             for i in range(ev.cfg.model.n_layers)]
 
 
-def _digit_cosines(params) -> list:
-    """(10, 10) cosine similarity of the digit tokens' embeddings (W_E rows 0-9, the book's figure), 3 decimals."""
+def _cosines(rows) -> list:
+    """(r, r) cosine similarity of the rows, 3 decimals."""
     import numpy as np
 
-    e = np.asarray(params["W_E"], np.float64)[:10]
+    e = np.asarray(rows, np.float64)
     e = e / np.linalg.norm(e, axis=1, keepdims=True)
     return np.round(e @ e.T, 3).tolist()
 
@@ -79,9 +79,9 @@ def carries(x, n: int):
 
 def member_measures(run_dir: Path) -> dict:
     """One trained member, measured: held-out exact match teacher-forced and autoregressive (all 10,000 pairs), the
-    mean attention pattern per layer over ATTN_SAMPLES held-out inputs and on the probes, and the digit embeddings'
-    cosines; the attention and cosines also of the same seed's untrained parameters (the control: what the
-    initialisation already shows)."""
+    mean attention pattern per layer over ATTN_SAMPLES held-out inputs and on the probes, and the cosines of the digit
+    embeddings and of the positional embeddings; the attention and cosines also of the same seed's untrained
+    parameters (the control: what the initialisation already shows)."""
     import jax
     import numpy as np
 
@@ -109,7 +109,9 @@ def member_measures(run_dir: Path) -> dict:
         out["by_carries"] = {int(k): [int((c == k).sum()), round(float(ok[c == k].mean()), 4)]
                              for k in np.unique(c)}
     for name, params in (("trained", ev.params), ("init", init)):
-        out[name] = {"attention": _patterns(ev, params, x), "digit_cos": _digit_cosines(params),
+        out[name] = {"attention": _patterns(ev, params, x),
+                     "digit_cos": _cosines(params["W_E"][:10]),  # the digit tokens (the book's figure)
+                     "pos_cos": _cosines(params["W_pos"][:width]) if "W_pos" in params else None,  # ch. 4 §4.3
                      "probes": {k: _patterns(ev, params, px) for k, px in inputs.items()}}
     return out
 

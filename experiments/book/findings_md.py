@@ -19,52 +19,99 @@ SRC = {  # the chapter each claim quotes
 }
 
 
-def _per_layer(m: dict, untrained: bool) -> str:
-    """Each layer's smallest mass on the positions its queries read (`read_mass`), and the untrained ones'."""
+def _masses(values) -> str:
+    return "/".join(f"{v:.2f}" for v in values)
+
+
+def _layers(fn, m: dict, reading: str) -> str:
+    """`fn(m, layer, reading, which)` per layer, trained and untrained."""
     layers = range(m["n_layers"])
-    text = "; ".join(f"layer {i + 1} min {min(F.read_mass(m, i)):.2f}" for i in layers)
-    return text + (" (untrained " + ", ".join(f"{min(F.read_mass(m, i, 'init')):.2f}" for i in layers) + ")"
-                   if untrained else "")
+    return ("; ".join(f"layer {i + 1} {_masses(fn(m, i, reading))}" for i in layers) + " (untrained "
+            + "; ".join(_masses(fn(m, i, reading, "init")) for i in layers) + ")")
 
 
-# (claim, chapter, config, per-seed rule, what a seed shows): each quoted verbatim from the book
+def _columns(m, reading):
+    return _layers(F.read_mass, m, reading)
+
+
+def _entropies(m, reading):
+    e = {w: [F.entropy(m[w]["probes"][p][1], m["answer_start"]) for p in ("cascade", "no_carry")]
+         for w in ("trained", "init")}
+    return (f"{e['trained'][0]:.2f} − {e['trained'][1]:.2f} nats (untrained {e['init'][0]:.2f} − "
+            f"{e['init'][1]:.2f})")
+
+
+def _cos89(m, reading):
+    c = m["trained"]["digit_cos"]
+    return f"cos(8,9) {c[8][9]:+.2f}; to 0/1 at most {max(c[8][0], c[8][1], c[9][0], c[9][1]):+.2f}"
+
+
+def _positions(m, reading):
+    c, (a, b) = m["trained"]["pos_cos"], m["reads"][0]
+    return f"cos(pos {a}, pos {b}) {c[a][b]:+.2f}"
+
+
+READ = tuple(F.READINGS)  # every attention rule in both readings of the query
+NONE = (None,)
+# (claim, chapter, config(s), per-seed rule, readings, what a seed shows): each quoted verbatim from the book
 SEED_CLAIMS = (
     ("Layer 1 typically handles column alignment: each output digit attends to the corresponding input digits (ones "
-     "to ones, tens to tens).", 4, "addition", F.rule_layer1_columns,
-     lambda m: "layer 1 " + "/".join(f"{v:.2f}" for v in F.read_mass(m, 0)) + " (untrained "
-     + "/".join(f"{v:.2f}" for v in F.read_mass(m, 0, "init")) + "); layer 2 "
-     + "/".join(f"{v:.2f}" for v in F.read_mass(m, 1))),
-    ("Addition produces column-alignment attention; reversal produces anti-diagonal attention.", 6, "addition",
-     F.rule_columns, lambda m: _per_layer(m, True)),
+     "to ones, tens to tens).", 4, "addition", F.rule_layer1_columns, READ, _columns),
+    ("Addition produces column-alignment attention; reversal produces anti-diagonal attention.", 6,
+     ("addition", "reversal"), F.rule_two_patterns, READ,
+     lambda ms, r: f"addition {_columns(ms[0], r)}; reversal {_columns(ms[1], r)}"),
     ("Layer 2 handles carry propagation: output digits look at adjacent output positions to check whether a carry is "
-     "needed.", 4, "addition", F.rule_layer2_carries,
-     lambda m: f"layer 2 {F.previous_output_mass(m, 1):.2f}, layer 1 {F.previous_output_mass(m, 0):.2f} (untrained "
-     f"{F.previous_output_mass(m, 1, 'init'):.2f}, {F.previous_output_mass(m, 0, 'init'):.2f})"),
+     "needed.", 4, "addition", F.rule_layer2_carries, READ, lambda m, r: _layers(F.carry_mass, m, r)),
     ("999+001 (cascading carries) should show more complex layer-2 patterns than 123+456 (no carries), because "
-     "carries must ripple across all three columns.", 4, "addition", F.rule_more_complex,
-     lambda m: " − ".join(f"{F.entropy(m['trained']['probes'][p][1], m['answer_start']):.2f}"
-                          for p in ("cascade", "no_carry"))
-     + f" nats (untrained {F.entropy(m['init']['probes']['cascade'][1], m['answer_start']):.2f} − "
-     f"{F.entropy(m['init']['probes']['no_carry'][1], m['answer_start']):.2f})"),
+     "carries must ripple across all three columns.", 4, "addition", F.rule_more_complex, NONE, _entropies),
     ("Reversal attention: Output position \\(i\\) attends to input position \\(n-i\\) — a perfect anti-diagonal.", 6,
-     "reversal", F.rule_anti_diagonal, lambda m: _per_layer(m, True)),
-    ("(the same sentence, its “perfect”)", 6, "reversal", F.rule_perfect_anti_diagonal, lambda m: _per_layer(m, False)),
-    ("Trained embeddings cluster digits with similar arithmetic roles.", 4, "addition", F.rule_carry_role,
-     lambda m: f"ρ {F.carry_rank(m):+.2f} (untrained {F.carry_rank(m, 'init'):+.2f})"),
+     "reversal", F.rule_anti_diagonal, READ, _columns),
+    ("(the same sentence, its “perfect”)", 6, "reversal", F.rule_perfect_anti_diagonal, READ, _columns),
+    ("Trained embeddings cluster digits with similar arithmetic roles.", 4, "addition", F.rule_carry_role, NONE,
+     lambda m, r: f"ρ {F.carry_rank(m):+.2f} (untrained {F.carry_rank(m, 'init'):+.2f})"),
     ("digits that behave similarly during carry computation (e.g., 8 and 9 frequently trigger carries) should end up "
-     "nearby, while digits that rarely cause carries (0, 1) should separate.", 4, "addition", F.rule_eight_nine,
-     lambda m: (lambda c: f"cos(8,9) {c[8][9]:+.2f}; to 0/1 at most "
-                f"{max(c[8][0], c[8][1], c[9][0], c[9][1]):+.2f}")(m["trained"]["digit_cos"])),
+     "nearby, while digits that rarely cause carries (0, 1) should separate.", 4, "addition", F.rule_eight_nine, NONE,
+     _cos89),
+    ("Positions with the same computational role should be similar after training — for example, position 2 (ones "
+     "of operand A) and position 6 (ones of operand B) both feed into the ones-digit output.", 4, "addition",
+     F.rule_column_positions, NONE, _positions),
 )
-# (claim, chapter, ablation, rule): judged on every seed of the ablation against every seed of the baseline
+# (claim, chapter, ablation, rule): every seed of the ablation against the baseline's seeds (`addition`)
 ABLATION_CLAIMS = (
     ("This seems to contradict Chapter 5, where our one-layer ablation showed degraded accuracy.", 7, "one_layer",
      F.rule_degraded),
     ("One layer \\(\\to\\) limited carry propagation.", 7, "one_layer", F.rule_limited_carries),
     ("No positional embeddings \\(\\to\\) can’t distinguish columns.", 7, "no_pos_embed", F.rule_no_columns),
+    ("(the same sentence, read in the attention)", 7, "no_pos_embed", F.rule_no_column_attention),
     ("No causal mask \\(\\to\\) train/test mismatch.", 7, "no_causal_mask", F.rule_mismatch),
-    ("These small models need aggressive learning rates — 1e-3 doesn’t work.", 3, "lr_1e-3", F.rule_lr_fails),
+    ("These small models need aggressive learning rates — 1e-3 doesn’t work.", 3, "lr_1e-3", F.rule_lr_never_solves),
+    ("(the same sentence, “doesn’t work” as fails)", 3, "lr_1e-3", F.rule_lr_fails),
 )
+
+
+def _solves(m, paired: bool) -> list[float]:
+    return [x["autoregressive"] for x in (m if paired else (m,))]
+
+
+def _apply(fn, m, paired: bool, reading):
+    """fn on one seed's member (or, for a claim about two configs, its pair of members), in `reading` if any."""
+    args = tuple(m) if paired else (m,)
+    return fn(*args, reading) if reading else fn(*args)
+
+
+def seed_rows(sw: dict) -> list[tuple]:
+    """(claim, source, reading, rule, per-seed cells, per-seed verdicts) of every per-seed claim and reading."""
+    rows = []
+    for claim, ch, cfg, rule, readings, shown in SEED_CLAIMS:
+        paired = isinstance(cfg, tuple)
+        groups = list(zip(*(sw[c] for c in cfg), strict=True)) if paired else sw[cfg]
+        for reading in readings:
+            per = [_apply(rule, m, paired, reading) for m in groups]
+            cells = "; ".join(
+                f"seed {(m[0] if paired else m)['seed']} (exact match {_masses(_solves(m, paired))}): "
+                f"{shown(m, reading)} → {_cell(v)}" for m, v in zip(groups, per, strict=True))
+            rows.append((claim, SRC[ch], reading or "–", rule, cells, per))
+    return rows
 
 
 def _cell(v) -> str:
@@ -108,14 +155,11 @@ def render(data: dict) -> str:
         "",
         "## Claims about the trained models",
         "",
-        "| claim | source | rule | per seed | verdict |",
-        "| --- | --- | --- | --- | --- |",
+        "| claim | source | reading | rule | per seed | verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for claim, ch, cfg, rule, shown in SEED_CLAIMS:
-        per = [rule(m) for m in sw[cfg]]
-        cells = "; ".join(f"seed {m['seed']} (exact match {m['autoregressive']:.2f}): {shown(m)} → {_cell(v)}"
-                          for m, v in zip(sw[cfg], per, strict=True))
-        lines.append(f"| “{claim}” | {SRC[ch]} | {printed_rule(rule)} | {cells} | **{verdict(per)}** "
+    for claim, src, reading, rule, cells, per in seed_rows(sw):
+        lines.append(f"| “{claim}” | {src} | {reading} | {printed_rule(rule)} | {cells} | **{verdict(per)}** "
                      f"({sum(v is True for v in per)}/{len(per)}) |")
     lines += ["", "## The ablations (chapter 5's switches, and lr 1e-3, on `addition`), against the baseline", "",
               "| claim | source | ablation | rule | verdict |", "| --- | --- | --- | --- | --- |"]
