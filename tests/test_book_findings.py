@@ -239,3 +239,22 @@ def test_findings_smoke_trains_measures_and_renders_what_the_bundle_regenerates(
     stamp = (tmp_path / "runs" / "addition" / "sweep.json").stat().st_mtime
     assert findings.main([*args, "--train-only"]) == 0
     assert (tmp_path / "runs" / "addition" / "sweep.json").stat().st_mtime == stamp  # reused, not retrained
+    assert findings.main([*args[:2], "3", *args[3:], "--train-only"]) == 2  # 3 seeds is another plan: refused
+
+
+def test_a_sweep_of_another_plan_is_refused_not_reused(tmp_path):
+    """A finished or interrupted sweep under runs/NAME is reused or resumed only when its plan is the config's own."""
+    import json
+
+    from experiments.book import findings
+    from miiii.config import ConfigError
+
+    out = tmp_path / "addition"
+    out.mkdir()
+    with pytest.raises(ConfigError, match="not a sweep of this study"):
+        findings.train("addition", 2, tmp_path, progress=False, smoke=True)
+    plan = {"config": findings.config("reversal", smoke=True).to_dict(), "seeds": 2, "grid": {}}
+    (out / "sweep-plan.json").write_text(json.dumps(plan))
+    (out / "sweep.json").write_text("{}")
+    with pytest.raises(ConfigError, match="another config or seed count"):
+        findings.train("addition", 2, tmp_path, progress=False, smoke=True)

@@ -137,15 +137,30 @@ def config(name: str, smoke: bool = False):
 
 
 def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool = False) -> Path:
-    """The config's sweep of `seeds` seeds under runs/NAME, reused when a finished one (sweep.json) is there."""
-    from miiii.sweep import run_sweep
+    """The config's sweep of `seeds` seeds under runs/NAME: a finished one (sweep.json) is reused and an interrupted
+    one resumed, each only when its plan (sweep-plan.json) is the one this code builds; otherwise one line says so."""
+    from miiii.config import RunConfig
+    from miiii.sweep import resume_sweep, run_sweep
+    from miiii.sweepmembers import PLAN, RESULT, plan_digest
 
-    out = Path(runs) / name
-    if not (out / "sweep.json").is_file():
-        if out.exists():
-            raise ConfigError(f"{out} holds an unfinished sweep (no sweep.json); remove it and run again")
+    out, cfg = Path(runs) / name, config(name, smoke)
+    done = (out / RESULT).is_file()
+    if out.exists():
+        try:
+            plan = json.loads((out / PLAN).read_text())
+            theirs = plan_digest(RunConfig.from_dict(plan["config"]), int(plan["seeds"]), plan["grid"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{out} is not a sweep of this study ({type(e).__name__}: {e}); remove it and run "
+                              "again") from None
+        if theirs != plan_digest(cfg, seeds, {}):
+            raise ConfigError(f"{out} was trained with another config or seed count than {name!r} with --seeds "
+                              f"{seeds} builds now; remove it (or pass --runs elsewhere) and run again")
+    if not done:
         t = time.perf_counter()
-        run_sweep(config(name, smoke), seeds, {}, out, progress=progress, tensorboard=False)
+        if out.exists():
+            resume_sweep(out, progress=progress, tensorboard=False)
+        else:
+            run_sweep(cfg, seeds, {}, out, progress=progress, tensorboard=False)
         (out / TRAINED_BY).write_text(json.dumps({"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}))
         print(f"{name}: {seeds} seeds in {time.perf_counter() - t:.0f} s", flush=True)
     return out
