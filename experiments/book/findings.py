@@ -136,9 +136,11 @@ def config(name: str, smoke: bool = False):
     return apply_overrides(get_preset(preset), [*QUIET, *sets])
 
 
-def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool = False) -> Path:
+def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool = False,
+          commit: str | None = None) -> Path:
     """The config's sweep of `seeds` seeds under runs/NAME: a finished one (sweep.json) is reused and an interrupted
-    one resumed, each only when its plan (sweep-plan.json) is the one this code builds; otherwise one line says so."""
+    one resumed, each only when its plan (sweep-plan.json) is the one this code builds; otherwise one line says so.
+    `commit`: the code's commit as the process started (a later commit does not change the code it runs)."""
     from miiii.config import RunConfig
     from miiii.sweep import resume_sweep, run_sweep
     from miiii.sweepmembers import PLAN, RESULT, plan_digest
@@ -161,7 +163,8 @@ def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool 
             resume_sweep(out, progress=progress, tensorboard=False)
         else:
             run_sweep(cfg, seeds, {}, out, progress=progress, tensorboard=False)
-        (out / TRAINED_BY).write_text(json.dumps({"commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}))
+        stamp = {"commit": commit or git_commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+        (out / TRAINED_BY).write_text(json.dumps(stamp))
         print(f"{name}: {seeds} seeds in {time.perf_counter() - t:.0f} s", flush=True)
     return out
 
@@ -180,15 +183,17 @@ def main(argv=None) -> int:
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
 
+    commit = git_commit()  # the code this process runs, whatever is committed while it trains
+
     def work(args):
         for name in args.only:
-            train(name, args.seeds, args.runs, smoke=args.smoke)
+            train(name, args.seeds, args.runs, smoke=args.smoke, commit=commit)
         if args.train_only:
             return 0
         import jax
 
         data = {"configs": {k: {"preset": v[0], "sets": list(v[1])} for k, v in CONFIGS.items()},
-                "measured_by": {"commit": git_commit(), "device": jax.devices()[0].device_kind, "jax": jax.__version__},
+                "measured_by": {"commit": commit, "device": jax.devices()[0].device_kind, "jax": jax.__version__},
                 "smoke": args.smoke, "attn_samples": ATTN_SAMPLES, "trained_by": {}, "sweeps": {}}
         for name in CONFIGS:
             data["trained_by"][name] = {**json.loads((args.runs / name / TRAINED_BY).read_text()), "wall_s": round(

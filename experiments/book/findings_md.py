@@ -20,7 +20,7 @@ SRC = {  # the chapter each claim quotes
 
 
 def _masses(values) -> str:
-    return "/".join(f"{v:.2f}" for v in values)
+    return "/".join(v if isinstance(v, str) else f"{v:.2f}" for v in values)
 
 
 def _layers(fn, m: dict, reading: str) -> str:
@@ -30,8 +30,13 @@ def _layers(fn, m: dict, reading: str) -> str:
             + "; ".join(_masses(fn(m, i, reading, "init")) for i in layers) + ")")
 
 
+def _split(m, layer, reading, which="trained"):
+    """Per answer digit: its attention on each position it reads, a's digit + b's digit (one value for reversal)."""
+    return ["+".join(f"{v:.2f}" for v in vs) for vs in F.read_masses(m, layer, reading, which)]
+
+
 def _columns(m, reading):
-    return _layers(F.read_mass, m, reading)
+    return _layers(_split, m, reading)
 
 
 def _entropies(m, reading):
@@ -47,8 +52,12 @@ def _cos89(m, reading):
 
 
 def _positions(m, reading):
-    c, (a, b) = m["trained"]["pos_cos"], m["reads"][0]
-    return f"cos(pos {a}, pos {b}) {c[a][b]:+.2f}"
+    """Per column: its two operand positions' cosine, and the nearest other operand position's to either."""
+    c, operands = m["trained"]["pos_cos"], sorted(k for keys in m["reads"] for k in keys)
+
+    def rival(a, b):
+        return max(c[x][k] for x in (a, b) for k in operands if k not in (a, b))
+    return "; ".join(f"cos(pos {a}, pos {b}) {c[a][b]:+.2f}, next {rival(a, b):+.2f}" for a, b in m["reads"])
 
 
 READ = tuple(F.READINGS)  # every attention rule in both readings of the query
@@ -127,6 +136,10 @@ def _acc_row(name: str, runs: list[dict], sets: list[str]) -> str:
             f"{' / '.join('–' if g is None else f'{g:+.3f}' for g in gap) or '–'} |")
 
 
+def _commit(c: str) -> str:
+    return c[:7] + (" with uncommitted changes" if c.endswith("-dirty") else "")
+
+
 def render(data: dict) -> str:
     sw, cfgs = data["sweeps"], data["configs"]
     seeds = [m["seed"] for m in sw["addition"]]
@@ -144,7 +157,10 @@ def render(data: dict) -> str:
         "same seed's "
         "untrained parameters, and a seed where those pass too, or whose model does not solve its task (held-out "
         "exact match below 0.99: not the trained model the sentence describes), is *not testable*. Verdict: holds "
-        "only when it holds in every seed.",
+        "only when it holds in every seed. Which query stands for answer digit j is read two ways, and every "
+        "attention rule is applied in both: *predicts*, the position whose output is digit j (where the causal "
+        "model computes it), and *holds*, the position one later whose token is digit j (how the book reads its "
+        "heatmaps). Attention on a column is printed as a's digit + b's digit, columns ones first, separated by /.",
         "",
         "## The runs",
         "",
@@ -171,9 +187,9 @@ def render(data: dict) -> str:
               "the carry rule reads).", "", "## Provenance", "",
               "| config | trained at commit | date | sweep's wall time |",
               "| --- | --- | --- | --- |",
-              *[f"| {k} | {v['commit'][:7]} | {v['date']} | {v.get('wall_s', 0) / 60:.1f} min |"
+              *[f"| {k} | {_commit(v['commit'])} | {v['date']} | {v.get('wall_s', 0) / 60:.1f} min |"
                 for k, v in data["trained_by"].items()],
-              "", f"Measured at commit {data['measured_by']['commit'][:7]} ({data['measured_by']['device']}, jax "
+              "", f"Measured at commit {_commit(data['measured_by']['commit'])} ({data['measured_by']['device']}, jax "
               f"{data['measured_by']['jax']}).", ""]
     return "\n".join(lines)
 
