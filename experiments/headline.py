@@ -75,6 +75,24 @@ def book_rows(path: Path) -> list[tuple[str, str, str]]:
     return rows
 
 
+def book_verdicts(root: Path = ROOT) -> dict[str, str]:
+    """claim -> verdict over the book's files: a claim read two ways is one row ('predicts: …; holds: …'), and a
+    row that reads the sentence before it again ('(the same sentence, …)') names that sentence."""
+    out: dict[str, list[str]] = {}
+    last = ""
+    for f in BOOK:
+        if not (root / f).is_file():
+            continue
+        for c, r, v in book_rows(root / f):
+            if c.strip("“”").startswith("(the same sentence"):
+                c = f"{short(last)[: SHORT // 2].rstrip('…').rstrip()}… {c.strip('“”')}"
+            else:
+                last = c
+                c = short(c)
+            out.setdefault(c, []).append(f"{r}: {v}" if r else v)
+    return {c: "; ".join(vs) for c, vs in out.items()}
+
+
 def stability_rows(path: Path) -> dict[str, dict[str, str]]:
     """claim -> {task: 'verdict (per-seed marks)'} from the stability bundle's verdict table."""
     out: dict[str, dict[str, str]] = {}
@@ -98,8 +116,7 @@ def table(root: Path = ROOT) -> str:
     lines += [f"| {c} | " + " | ".join(rows.get(c, "–") for rows, _ in papers) + " |" for c in claims]
     lines += ["", "The book's claims over seeds ([" + "), [".join(f"{f}]({f}" for f in BOOK) + ")):", "",
               "| claim | verdict |", "| --- | --- |"]
-    lines += [f"| {short(c)}{f' [{r}]' if r else ''} | {v} |" for f in BOOK if (root / f).is_file()
-              for c, r, v in book_rows(root / f)]
+    lines += [f"| {c} | {v} |" for c, v in book_verdicts(root).items()]
     lines += ["", f"`make train-addition` (preset `addition`, the book's loop as written): {ADDITION_ODDS}."]
     if (root / STABILITY).is_file():
         rows = stability_rows(root / STABILITY)

@@ -25,3 +25,15 @@ def test_a_changed_verdict_in_a_bundle_changes_the_table(tmp_path):
     path.write_text(text.replace("| **holds** |", "| **does not hold** |", 1))
     after = headline.table(tmp_path)
     assert after != before and after.count("does not hold") == before.count("does not hold") + 1
+
+
+def test_a_book_claim_read_two_ways_is_one_row_and_a_rereading_names_its_sentence(tmp_path):
+    rows = ["| claim | source | reading | rule | per seed | verdict |", "| --- | --- | --- | --- | --- | --- |",
+            "| “Layer 1 aligns columns.” | ch. 4 | predicts | r | s | **does not hold** (0/3) |",
+            "| “Layer 1 aligns columns.” | ch. 4 | holds | r | s | **holds** (3/3) |",
+            "| “(the same sentence, its “perfect”)” | ch. 4 | predicts | r | s | **not testable** (2/3) |", ""]
+    (tmp_path / headline.BOOK[-1]).parent.mkdir(parents=True)
+    (tmp_path / headline.BOOK[-1]).write_text("\n".join(rows))
+    assert headline.book_verdicts(tmp_path) == {
+        "Layer 1 aligns columns.": "predicts: does not hold; holds: holds",
+        "Layer 1 aligns columns.… (the same sentence, its “perfect”)": "predicts: not testable"}
