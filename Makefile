@@ -64,7 +64,7 @@ book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_resul
 book-smoke: $(STAMP)  ## the same outputs from tiny runs in CPU minutes (results/book-smoke)
 	$(BIN)/python -m experiments.book --smoke $(ARGS)
 
-book-findings: $(STAMP)  ## the book's attention, embedding, ablation and lr claims judged over 3 seeds (six sweeps in runs/book-findings, reused; ~50 min on 2 CPU cores): results/book/findings.md
+book-findings: $(STAMP)  ## the book's attention, embedding, ablation and lr claims judged over 3 seeds (six sweeps in runs/book-findings, reused; each sweep's wall time is in findings.md's provenance table): results/book/findings.md
 	$(BIN)/python -m experiments.book.findings $(ARGS)
 
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
@@ -106,7 +106,7 @@ results: $(STAMP)  ## retrain the paper bundles (3 seeds; the project's six role
 	  echo "results: $$out took $$(( ($$(date +%s) - start) / 60 )) min"; \
 	done
 	$(BIN)/python -m experiments.headline
-	@echo "results: the book's bundle (results/book/) is retrained by the commands in experiments/book/README.md (hours; make book-findings: ~50 min)"
+	@echo "results: the book's bundle (results/book/) is retrained by the commands in experiments/book/README.md (hours; make book-findings: the sweep times in results/book/findings.md)"
 
 # PyTorch (the `bench` extra) only if missing: a CPU build (the references time CPU steps), from PyTorch's CPU index
 # or a local wheel pip's find-links know; PyPI's Linux wheels would pull the multi-GB CUDA libraries.

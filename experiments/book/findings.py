@@ -6,7 +6,8 @@ keeps (results/book/findings.json); findings.md regenerates from that file alone
     python -m experiments.book.findings [--seeds 3] [--runs runs/book-findings] [--out results/book]
 
 Trains six sweeps (addition, reversal, and addition without positional embeddings, without the causal mask, with
-one layer, at lr 1e-3): about 50 minutes for 3 seeds on 2 CPU cores, reused when finished; measuring takes minutes.
+one layer, at lr 1e-3), reused when finished (findings.md's provenance table gives each sweep's wall time); measuring
+takes minutes.
 """
 
 from __future__ import annotations
