@@ -69,7 +69,7 @@ def section(data: dict) -> list[str]:
                     f"{r['compile_s']:.1f} s | {rec} |")
     kl, rss = data["keep_log_cost"], data["rss"]
     lines = [
-        f"### {data['device']} ({data['backend']})", "",
+        f"### {data['device']}" + (f" ({data['backend']})" if data["backend"] != data["device"] else ""), "",
         f"`make bench` at commit {data.get('commit', 'unknown')[:7]}, {data['date'][:10]}: {data['threads']} CPU "
         f"threads, jax {data['jax']}, torch {data.get('torch', 'unknown')} on {data['torch_device']}; f32 matmul peak "
         f"measured at {data['matmul_peak_gflops']:.0f} GFLOP/s; each figure the median of {data['repeats']} timings "
