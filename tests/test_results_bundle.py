@@ -132,11 +132,11 @@ def test_book_same_start_bundle_pairs_every_start_with_pytorchs_run_and_names_it
 
 
 def test_book_tables_regenerate_from_their_committed_records():
-    """seeds.md, unstated.md and gap.md are what experiments.book.bundle makes of the committed JSON records."""
+    """seeds.md, unstated.md, gap.md and findings.md are what experiments.book.bundle makes of the committed JSON records."""
     from experiments.book.bundle import regenerate
 
     texts = regenerate(ROOT / "results" / "book")
-    assert set(texts) == {"seeds.md", "unstated.md", "gap.md"}
+    assert set(texts) == {"seeds.md", "unstated.md", "gap.md", "findings.md"}
     for name, text in texts.items():
         assert (ROOT / "results" / "book" / name).read_text() == text, f"results/book/{name} differs from its records"
 
