@@ -132,7 +132,7 @@ def test_book_same_start_bundle_pairs_every_start_with_pytorchs_run_and_names_it
 
 
 def test_book_tables_regenerate_from_their_committed_records():
-    """seeds.md, unstated.md, gap.md and findings.md are what experiments.book.bundle makes of the committed JSON records."""
+    """seeds.md, unstated.md, gap.md and findings.md: what experiments.book.bundle makes of the committed records."""
     from experiments.book.bundle import regenerate
 
     texts = regenerate(ROOT / "results" / "book")
