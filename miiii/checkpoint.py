@@ -97,11 +97,17 @@ class Checkpoints:
         handler, registry = ocp.StandardCheckpointHandler(), ocp.handlers.DefaultCheckpointHandlerRegistry()
         registry.add(ITEM, ocp.args.StandardSave, handler)  # one item, the state, in STEP/default/
         registry.add(ITEM, ocp.args.StandardRestore, handler)
+        # A run's checkpoints belong to the one process that writes its files (a sweep's process 0): orbax would
+        # otherwise hold a barrier across every process of a jax.distributed job, which the others never join.
+        me = jax.process_index()
+        local = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+        if not read_only:
+            self.dir.mkdir(parents=True, exist_ok=True)  # orbax's create=True refuses active_processes
         self.mgr = ocp.CheckpointManager(
             self.dir.absolute(),
             options=ocp.CheckpointManagerOptions(preservation_policy=policies.AnyPreservationPolicy(keeping),
-                                                 create=not read_only, read_only=read_only,
-                                                 enable_async_checkpointing=False),
+                                                 create=False, read_only=read_only, enable_async_checkpointing=False,
+                                                 multiprocessing_options=local),
             handler_registry=registry,
         )
 
