@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from experiments.generated import replace_block
+from experiments.generated import write_or_check
 from miiii.presets import ADDITION_ODDS
 from miiii.report import load_summaries
 
@@ -128,27 +128,12 @@ def table(root: Path = ROOT) -> str:
     return "\n".join([*lines, "", END])
 
 
-def with_table(readme: str, new: str) -> str:
-    return replace_block(readme, START, END, new)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when README.md's table differs from the bundles")
     args = ap.parse_args(argv)
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    want = with_table(text, table())
-    if args.check:
-        if want != text:
-            print("error: README.md's headline table differs from results/: run python -m experiments.headline",
-                  file=sys.stderr)
-            return 1
-        return 0
-    readme.write_text(want)
-    print(f"wrote the headline table of {readme}")
-    return 0
-
+    return write_or_check(ROOT / "README.md", START, END, table(), "results/", "python -m experiments.headline",
+                          args.check)
 
 if __name__ == "__main__":
     sys.exit(main())

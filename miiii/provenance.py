@@ -25,6 +25,11 @@ def git_commit() -> str:
         return "unknown (not a git checkout)"
 
 
+def short_commit(commit: str) -> str:
+    """A `git_commit()` for a reader: seven hex digits, and the '-dirty' said in words rather than cut off."""
+    return commit[:7] + (" with uncommitted changes" if commit.endswith("-dirty") else "")
+
+
 def provenance(summary: dict, precision: str) -> dict:
     """The first rows of every bundle's provenance table: the code (a clean commit or '-dirty'), when, the machine
     and the numerics, read from a run's summary.json."""

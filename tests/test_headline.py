@@ -37,3 +37,23 @@ def test_a_book_claim_read_two_ways_is_one_row_and_a_rereading_names_its_sentenc
     assert headline.book_verdicts(tmp_path) == {
         "Layer 1 aligns columns.": "predicts: does not hold; holds: holds",
         "Layer 1 aligns columns.… (the same sentence, its “perfect”)": "predicts: not testable"}
+
+
+def test_a_generated_block_is_checked_without_being_written_and_written_between_its_markers(tmp_path):
+    from experiments.generated import write_or_check
+
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n\n<!-- s -->\nold\n<!-- /s -->\n\noutro\n")
+    new = "<!-- s -->\nnew\n<!-- /s -->"
+    assert write_or_check(doc, "<!-- s -->", "<!-- /s -->", new, "x", "cmd", check=True) == 1
+    assert "old" in doc.read_text()  # a check writes nothing
+    assert write_or_check(doc, "<!-- s -->", "<!-- /s -->", new, "x", "cmd", check=False) == 0
+    assert doc.read_text() == "intro\n\n" + new + "\n\noutro\n"
+    assert write_or_check(doc, "<!-- s -->", "<!-- /s -->", new, "x", "cmd", check=True) == 0
+
+
+def test_a_dirty_commit_is_said_not_cut_off():
+    from miiii.provenance import short_commit
+
+    assert short_commit("3fcfb794baefdc1bc38ba3ee051377094d31cee7") == "3fcfb79"
+    assert short_commit("3fcfb794baefdc1bc38ba3ee051377094d31cee7-dirty") == "3fcfb79 with uncommitted changes"

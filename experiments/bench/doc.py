@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.generated import replace_block
+from experiments.generated import write_or_check
+from miiii.provenance import short_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "results" / "bench"
@@ -70,7 +71,8 @@ def section(data: dict) -> list[str]:
     kl, rss = data["keep_log_cost"], data["rss"]
     lines = [
         f"### {data['device']}" + (f" ({data['backend']})" if data["backend"] != data["device"] else ""), "",
-        f"`make bench` at commit {data.get('commit', 'unknown')[:7]}, {data['date'][:10]}: {data['threads']} CPU "
+        f"`make bench` at commit {short_commit(data.get('commit', 'unknown'))}, {data['date'][:10]}: "
+        f"{data['threads']} CPU "
         f"threads, jax {data['jax']}, torch {data.get('torch', 'unknown')} on {data['torch_device']}; f32 matmul peak "
         f"measured at {data['matmul_peak_gflops']:.0f} GFLOP/s; each figure the median of {data['repeats']} timings "
         f"(the ratio's range over them in brackets); the whole bench took {data.get('wall_s', float('nan')) / 60:.0f} "
@@ -109,15 +111,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.bench.doc", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/benchmark.md differs from the records")
     args = ap.parse_args(argv)
-    want = replace_block(DOC.read_text(), START, END, block(load()))
-    if args.check:
-        same = want == DOC.read_text()
-        print(f"{DOC}: {'up to date' if same else 'differs from results/bench/bench-*.json'}")
-        return 0 if same else 1
-    DOC.write_text(want)
-    print(f"wrote the generated block of {DOC.relative_to(ROOT)}")
-    return 0
-
+    return write_or_check(DOC, START, END, block(load()), "results/bench/bench-*.json",
+                          "python -m experiments.bench.doc", args.check)
 
 if __name__ == "__main__":
     sys.exit(main())

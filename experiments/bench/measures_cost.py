@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.generated import replace_block
+from experiments.generated import write_or_check
+from miiii.provenance import short_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON = ROOT / "results" / "bench" / "measures_cost.json"
@@ -43,7 +44,7 @@ def doc_lines(data: dict) -> str:
         START, "",
         f"The per-step measures ({', '.join(data['rows'][0]['measures'])}) against the losses and accuracies alone, "
         f"each the median of {data['repeats']} chunks timed interleaved (`timing.metrics_cost`; "
-        f"{data['device']}, {data['backend']}, jax {data['jax']}, commit {data['commit'][:7]}; "
+        f"{data['device']}, {data['backend']}, jax {data['jax']}, commit {short_commit(data['commit'])}; "
         f"`{JSON.relative_to(ROOT)}`):", "",
         "| config | steps/s without | steps/s with | cost | under 5 % |", "| --- | --- | --- | --- | --- |",
         *rows, "", END])
@@ -58,15 +59,8 @@ def main(argv=None) -> int:
     if not (args.doc or args.check):
         JSON.parent.mkdir(parents=True, exist_ok=True)
         JSON.write_text(json.dumps(measure(args.repeats), indent=1) + "\n")
-    want = replace_block(DOC.read_text(), START, END, doc_lines(json.loads(JSON.read_text())))
-    if args.check:
-        same = want == DOC.read_text()
-        print(f"{DOC}: {'up to date' if same else 'differs from ' + str(JSON)}")
-        return 0 if same else 1
-    DOC.write_text(want)
-    print(f"wrote {JSON.relative_to(ROOT)} and its lines in {DOC.relative_to(ROOT)}")
-    return 0
-
+    return write_or_check(DOC, START, END, doc_lines(json.loads(JSON.read_text())), str(JSON.relative_to(ROOT)),
+                          "python -m experiments.bench.measures_cost --doc", args.check)
 
 if __name__ == "__main__":
     sys.exit(main())

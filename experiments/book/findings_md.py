@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.book import findings_rules as F
+from miiii.provenance import short_commit
 from miiii.rules import printed_rule, verdict
 
 SRC = {  # the chapter each claim quotes
@@ -136,10 +137,6 @@ def _acc_row(name: str, runs: list[dict], sets: list[str]) -> str:
             f"{' / '.join('–' if g is None else f'{g:+.3f}' for g in gap) or '–'} |")
 
 
-def _commit(c: str) -> str:
-    return c[:7] + (" with uncommitted changes" if c.endswith("-dirty") else "")
-
-
 def render(data: dict) -> str:
     sw, cfgs = data["sweeps"], data["configs"]
     seeds = [m["seed"] for m in sw["addition"]]
@@ -187,10 +184,10 @@ def render(data: dict) -> str:
               "the carry rule reads).", "", "## Provenance", "",
               "| config | trained at commit | date | sweep's wall time |",
               "| --- | --- | --- | --- |",
-              *[f"| {k} | {_commit(v['commit'])} | {v['date']} | {v.get('wall_s', 0) / 60:.1f} min |"
+              *[f"| {k} | {short_commit(v['commit'])} | {v['date']} | {v.get('wall_s', 0) / 60:.1f} min |"
                 for k, v in data["trained_by"].items()],
-              "", f"Measured at commit {_commit(data['measured_by']['commit'])} ({data['measured_by']['device']}, jax "
-              f"{data['measured_by']['jax']}).", ""]
+              "", f"Measured at commit {short_commit(data['measured_by']['commit'])} ("
+              f"{data['measured_by']['device']}, jax {data['measured_by']['jax']}).", ""]
     return "\n".join(lines)
 
 
