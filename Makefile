@@ -8,7 +8,7 @@ ARGS    ?=
 RUN     ?=
 TIME    := $(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: help install install-gpu train train-nanda train-miiii train-miiii-masked train-miiii-basis \
+.PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
         book book-smoke book-findings train-addition-10 export-adder test-tl stability
 
@@ -23,9 +23,24 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install miiii with its dev tools (CPU JAX)
 
-install-gpu: $(STAMP)  ## install the CUDA build of the installed (tested) JAX into .venv (CUDA=12 for older drivers)
-	$(BIN)/python -m pip install "jax[cuda$(or $(CUDA),13)]==$$($(BIN)/python -c 'import jax; print(jax.__version__)')"
-	$(BIN)/python -c "import jax; print('devices:', jax.devices())"
+install-gpu: $(STAMP)  ## the CUDA build of the installed (tested) jax for this driver (>= 580: CUDA 13, >= 525: 12; CUDA=12|13 overrides; DRY_RUN=1 prints the pip commands); exit 2 unless JAX then runs on the GPU
+	$(BIN)/python -m miiii.gpu $(if $(CUDA),--cuda $(CUDA)) $(if $(DRY_RUN),--dry-run)
+
+doctor: $(STAMP)  ## Python, jax and its CUDA plugins, backend and devices, driver, compile cache, free disk; exit 1 with the reasons when something is off
+	$(BIN)/python -m miiii doctor
+
+# `make gpu-check`: everything a GPU box proves, in order, each timed (DRY_RUN=1 prints the commands). The bench's
+# PyTorch references on CUDA need a CUDA build of torch: TORCH_GPU_INDEX is PyTorch's index of one.
+TORCH_GPU_INDEX ?= https://download.pytorch.org/whl/cu126
+GPU_CHECK := "$(MAKE) doctor" "$(MAKE) test" \
+  "$(MAKE) bench TORCH_INDEX=$(TORCH_GPU_INDEX) ARGS='--torch-device cuda --out results/bench/bench-gpu.json'" \
+  "$(MAKE) paper SEEDS=3 ARGS='--out results/paper'" "$(MAKE) paper SEEDS=3 VARIANT=original ARGS='--out results/paper-original'"
+gpu-check: $(STAMP)  ## on a GPU box: doctor, test, bench (PyTorch on CUDA: results/bench/bench-gpu.json), paper SEEDS=3 both variants (results/paper, results/paper-original), each timed; DRY_RUN=1 prints them
+	@for c in $(GPU_CHECK); do \
+	  echo "gpu-check: $$c"; [ -n "$(DRY_RUN)" ] && continue; \
+	  s=$$(date +%s); sh -c "$$c" || { echo "gpu-check: failed after $$(( $$(date +%s) - s )) s: $$c"; exit 1; }; \
+	  echo "gpu-check: $$(( $$(date +%s) - s )) s: $$c"; \
+	done
 
 train: $(STAMP)  ## train the default preset (nanda-cpu: groks in minutes on a CPU); PRESET=… ARGS=…
 	$(BIN)/python -m miiii train --preset $(PRESET) $(ARGS)

@@ -1,5 +1,5 @@
 """Command line: `python -m miiii COMMAND` runs what `cliargs.build_parser` parsed (train, sweep, presets, figures,
-compare, film, page, book, export-adder, export-tl). Bad input exits with status 2 and one message."""
+compare, film, page, book, export-adder, export-tl, doctor). Bad input exits with status 2 and one message."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, ConfigError, apply_overrides, shown
 from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
 from miiii.files import RunError
+from miiii.gpu import check_backend
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 
 COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
@@ -47,6 +48,12 @@ def cmd_export_tl(args) -> int:
     print("\nor in TransformerLens 4.x with\n")
     print(load_lines(args.out_dir, 4))
     return 0
+
+
+def cmd_doctor(args) -> int:
+    from miiii.doctor import doctor
+
+    return doctor()
 
 
 def cmd_presets(args) -> int:
@@ -99,6 +106,7 @@ def cmd_train(args) -> int:
         from miiii.runner import resume_run, train_run
 
     budget = parse_bytes(args.record_budget)
+    check_backend(args.device)  # before anything compiles: no silent CPU training on a GPU box
     if args.resume is not None:
         if args.run_dir is not None:
             raise ConfigError("--resume continues RUN_DIR in place: leave out --run-dir")
@@ -185,6 +193,7 @@ def cmd_sweep(args) -> int:
             grid = parse_grid(args.grid) if args.grid else plan_grid
             expect = (resolve_config(args, base=None if args.preset else base),
                       plan_seeds if args.seeds is None else args.seeds, grid)
+        check_backend(args.device)
         res = resume_sweep(args.resume, progress=not args.no_progress, tensorboard=args.tensorboard,
                            profile=args.profile, expect=expect)
         keys = [k for k in res["members"][0]["values"]] if res["members"] else []
@@ -197,6 +206,7 @@ def cmd_sweep(args) -> int:
     out = args.out or Path("runs") / f"sweep-{args.preset or DEFAULT_PRESET}-{time.strftime('%Y%m%d-%H%M%S')}"
     if joined:
         join_processes(*joined, timeout=args.join_timeout)  # before anything touches a device
+    check_backend(args.device)  # after the join (it may start the backend), before anything compiles
     res = run_sweep(cfg, seeds, grid, out, progress=not args.no_progress, tensorboard=args.tensorboard,
                     profile=args.profile, record_budget=budget)
     if joined and args.process_id != 0:
@@ -303,7 +313,7 @@ def run_command(args, argv=None) -> int:
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "compare": cmd_compare, "film": cmd_film, "page": cmd_page, "book": cmd_book,
-                    "export-adder": cmd_export_adder, "export-tl": cmd_export_tl}
+                    "export-adder": cmd_export_adder, "export-tl": cmd_export_tl, "doctor": cmd_doctor}
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax
                 setup_compile_cache()

@@ -11,13 +11,17 @@ from miiii.presets import DEFAULT_PRESET
 from miiii.transformerlens import LOAD, LOAD_TL4
 
 DESCRIPTION = ("Command line: `python -m miiii {train,sweep,presets,figures,compare,film,page,book,export-adder,"
-               "export-tl}`.\nBad input exits with status 2 and one message.")
+               "export-tl,doctor}`.\nBad input exits with status 2 and one message.")
 CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HOME/miiii/jax) and loaded by later "
               "runs: MIIII_COMPILE_CACHE=DIR puts the cache elsewhere, MIIII_COMPILE_CACHE=off switches it off.")
 
 
 def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
-    """--no-tensorboard and --profile, shared by train and sweep."""
+    """--device, --no-tensorboard and --profile, shared by train and sweep."""
+    ap.add_argument("--device", choices=("auto", "cpu"), default="auto",
+                    help="auto (default): the device JAX finds, but refuse to start when an NVIDIA GPU is visible "
+                    "(nvidia-smi lists one) and JAX runs on the CPU (run `make install-gpu`); cpu: train on the CPU "
+                    "as asked (as JAX_PLATFORMS=cpu does)")
     ap.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                     help=f"do not write TensorBoard scalars to {what}/tb/ (written by default when the optional "
                     "tensorboardX is installed: pip install -e '.[tensorboard]'); metrics.jsonl is written either way")
@@ -176,4 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "refused if it holds anything")
     tl.add_argument("--step", type=int, metavar="N", help="export the parameters of kept step N (one of the run's "
                     "kept_steps: its checkpoints, ckpt.keep_log) instead of the final ones")
+    sub.add_parser("doctor", help="what this machine runs miiii with, and whether that is well",
+                   description="Python, jax/jaxlib and the CUDA plugins installed, JAX's backend and devices (with "
+                   "their memory), the NVIDIA GPU and driver (nvidia-smi), the compile cache's place and size, the "
+                   "free disk where runs go (runs/), and whether the installed versions are the tested ones "
+                   "(pyproject.toml's pins). Exit 0 when all is well, 1 with the reasons otherwise.")
     return ap

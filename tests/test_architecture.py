@@ -16,6 +16,8 @@ LAYERS = (
     "files",  # atomic writes, RunError
     "provenance",  # a bundle's commit, date, machine; JSON-ready values
     "compile_cache",  # jax's persistent compilation cache
+    "gpu",  # nvidia-smi's query, the CUDA build a driver supports, no silent CPU training on a GPU box
+    "doctor",  # `python -m miiii doctor`: versions, backend, devices, driver, cache, disk
     "analysis",  # numpy: Fourier, SVD, statistics
     "cadence",  # which steps are evaluated, recorded, kept
     "grokfast",  # the EMA / MA gradient filters (optax)

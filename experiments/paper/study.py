@@ -3,6 +3,7 @@
 
     python -m experiments.paper            # `make paper`: the paper's recipe (p = 113), GPU scale
     python -m experiments.paper --smoke    # `make paper-cpu`: the same pipeline at CPU scale
+    python -m experiments.paper --plan     # what it will write and need (disk, device memory, time); no training
 
 Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
 d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code): GPU work, hours on a CPU. Smoke
@@ -24,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from experiments.paper.resources import describe, role_plan
 from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
@@ -225,6 +227,11 @@ def main(argv=None) -> int:
     ap.add_argument("--train-only", action="store_true",
                     help="train (or reuse) the runs and stop before the figures and results.md: several of these "
                          "with different --roles can share one GPU; a last call with --reuse then draws and reports")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the plan and exit without training: per role and seed the bytes of its recording, "
+                         "checkpoints and metrics, their sum against the free disk, each program's device memory "
+                         "against the device's, and the wall time from a short timed segment of each role on this "
+                         "device (the study prints the same before it trains, and refuses a plan that does not fit)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
@@ -238,6 +245,16 @@ def study(args) -> int:
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))
     recorded = args.smoke if args.recorded_seeds is None else args.recorded_seeds
+    cfgs = plan(out, args.smoke, roles, args.reuse, args.steps, args.sets, args.seeds, args.variant, recorded)
+    if args.plan or not args.reuse:  # a reused study's plan is its first one: nothing new is measured
+        plans = [role_plan(role, cfg, args.seeds, recorded) for role, cfg in cfgs.items()]
+        lines, problems = describe(plans, out)
+        print("\n".join(lines), flush=True)
+        if problems:
+            raise ConfigError("the plan does not fit: " + "; ".join(problems) + " (fewer --seeds or --roles, or "
+                              "--set record.every=K / ckpt.keep_log=K)")
+        if args.plan:
+            return 0
     runs = run_all(out, args.smoke, roles, args.reuse, not args.no_progress, args.steps, args.sets, args.seeds,
                    args.variant, recorded)
     t_train = time.perf_counter() - t0
