@@ -102,7 +102,7 @@ paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed
 
 PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
 report: $(STAMP)  ## regenerate every bundle's tables from its committed records (results.md, the book's tables; seconds, no training)
-	$(BIN)/python -m miiii.report $(PAPER_BUNDLES)
+	$(BIN)/python -m experiments.paper.report $(PAPER_BUNDLES)
 	$(BIN)/python -m experiments.book.bundle results/book --figures
 	$(BIN)/python -m experiments.stability.bundle results/stability
 

@@ -1,5 +1,5 @@
 """Where a results bundle came from, and its numbers as JSON: shared by the studies (experiments/paper,
-experiments/book, experiments/book/same_start.py), report.py's results.md and bookeval.py's book.json.
+experiments/book, experiments/book/same_start.py), experiments/paper/report.py's results.md and bookeval.py's book.json.
 
 Every bundle's markdown opens with a provenance table (`provenance_table`) whose first rows say which code made it
 (`git_commit`: a clean commit, or '-dirty'), when, on what machine and with which numerics (`provenance`).

@@ -49,10 +49,7 @@ LAYERS = (
     "sweepmembers",  # each member's run directory (recorder, checkpoints); the plan a resume reads
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
-    "measures",  # what the paper's claims read from a run
     "rules",  # the verdict rules: pure functions of the measures' numbers
-    "claims",  # the paper's claims, their rules and verdicts over seeds
-    "report",  # results.md
     "plotstyle",  # the figures' look and shared helpers
     "plots_neurons",  # figures of the neurons, the attention and their change over training
     "plots_sequence",  # the book's figures of one sequence run: attention, embeddings, positions

@@ -16,17 +16,17 @@ import pytest
 from _runhelp import shared
 
 from experiments.paper import study as paper
+from experiments.paper.claims import CLAIMS, VERDICTS, claims, rule_text
+from experiments.paper.measures import run_measures
+from experiments.paper.report import load_summaries, regenerate, write_results
+from experiments.paper.report import main as report_main
 from miiii import analysis as A
 from miiii import plots, plots_neurons, plots_sequence, plotstyle
-from miiii.claims import CLAIMS, VERDICTS, claims, rule_text
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
 from miiii.integrity import write_manifest
-from miiii.measures import run_measures
 from miiii.presets import get_preset
 from miiii.record import plan
-from miiii.report import load_summaries, regenerate, write_results
-from miiii.report import main as report_main
 from miiii.run import load_run
 from miiii.runner import prepare, train_run
 from miiii.sweep import plot_grok_steps

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from _runhelp import finished_run
 
+from experiments.paper.report import needed_frequencies
 from miiii import analysis as A
 from miiii.interventions import (
     axis_frequencies,
@@ -19,7 +20,6 @@ from miiii.interventions import (
     remove_grid_frequencies,
     zero_ablate,
 )
-from miiii.report import needed_frequencies
 
 NEURONS = "blocks.0.mlp.hook_post"
 

@@ -6,8 +6,8 @@ import inspect
 import numpy as np
 import pytest
 
+from experiments.paper import claims as R
 from miiii import analysis as A
-from miiii import claims as R
 
 PRIMES_113 = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101,
               103, 107, 109]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from miiii.claims import CLAIMS, VERDICTS
-from miiii.report import load_summaries, regenerate
+from experiments.paper.claims import CLAIMS, VERDICTS
+from experiments.paper.report import load_summaries, regenerate
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLES = [ROOT / "results" / name / "results.md" for name in ("paper-cpu", "paper-cpu-original")]
@@ -38,11 +38,12 @@ def assert_provenance(text: str, keys: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize("path", BUNDLES, ids=lambda p: p.parent.name)
 def test_paper_bundle_regenerates_from_its_summaries_and_names_its_commit(path):
-    """results.md is exactly what its committed summaries give (`python -m miiii.report`): no verdict, number or
-    rule can drift from the files; every claim its roles support has a row over three seeds or more."""
+    """results.md is exactly what its committed summaries give (`python -m experiments.paper.report`): no verdict,
+    number or rule can drift from the files; every claim its roles support has a row over three seeds or more."""
     assert path.is_file(), f"{path} is not committed"
     text = path.read_text()
-    assert regenerate(path.parent) == text, f"{path} differs from its summaries: python -m miiii.report {path.parent}"
+    assert regenerate(path.parent) == text, (f"{path} differs from its summaries: python -m experiments.paper.report "
+                                             f"{path.parent}")
     ms, _ = load_summaries(path.parent)
     rows = claim_rows(text)
     assert len(rows) == sum(set(c.roles) <= set(ms) for c in CLAIMS) and set(ms) == run_roles(text)

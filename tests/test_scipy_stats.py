@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.paper import claims as R
 from miiii import analysis as A
-from miiii import claims as R
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ machine and its load: the measured figure for that bundle.
 
 Expected result: results.md, each claim judged as written over the seeds (results/paper-cpu/results.md and
 results/paper-cpu-original/results.md are the committed CPU-scale ones; no full-scale bundle is committed yet).
-`python -m miiii.report BUNDLE` regenerates a results.md from the bundle's summaries/ without the runs.
+`python -m experiments.paper.report BUNDLE` regenerates a results.md from the bundle's summaries/ without the runs.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from experiments.paper.report import write_results
 from experiments.paper.resources import describe, role_plan
 from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
@@ -34,7 +35,6 @@ from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.provenance import provenance
 from miiii.record import GiB, check_budget
-from miiii.report import write_results
 from miiii.run import load_run
 from miiii.runner import build, prepare, resume_run, train_run
 from miiii.sweep import make_members, member_dir, resume_sweep, run_sweep

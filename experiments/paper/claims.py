@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from experiments.paper.measures import task_q
 from miiii import analysis as A
-from miiii.measures import task_q
 from miiii.rules import (  # the rules and their constants; tests reach them as claims.rule_*
     ALPHA,  # noqa: F401 - the permutation test's level, beside the rules that use it
     MIN_ORDER_TASKS,
