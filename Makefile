@@ -85,7 +85,7 @@ book-findings: $(STAMP)  ## the book's attention, embedding, ablation and lr cla
 train-tiny: $(STAMP)  ## all four CPU-sized presets, one after another
 	for p in nanda-tiny miiii-tiny addition-tiny reversal-tiny; do $(BIN)/python -m miiii train --preset $$p $(ARGS) || exit 1; done
 
-headline: $(STAMP)  ## rewrite README.md's findings table from the committed bundles (results/); a test checks it
+headline: $(STAMP)  ## rewrite results/README.md's findings table and README.md's summary of it from the committed bundles; a test checks both
 	$(BIN)/python -m experiments.headline
 
 figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN="runs/a runs/b" [OUT=figures]

@@ -57,3 +57,34 @@ def test_a_dirty_commit_is_said_not_cut_off():
 
     assert short_commit("3fcfb794baefdc1bc38ba3ee051377094d31cee7") == "3fcfb79"
     assert short_commit("3fcfb794baefdc1bc38ba3ee051377094d31cee7-dirty") == "3fcfb79 with uncommitted changes"
+
+
+def test_the_readme_summarises_the_whole_table_and_a_changed_verdict_moves_its_count(tmp_path):
+    """README.md's block counts the verdicts results/README.md lists whole; one verdict changed in a bundle moves one
+    count from `holds` to `does not hold` in that study's row, and no quotation is cut in the whole table."""
+    for f in (*(f for f, _ in headline.PAPER), *headline.BOOK, headline.STABILITY):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / f, tmp_path / f)
+    for f, _ in headline.PAPER:
+        shutil.copytree(ROOT / Path(f).parent / "summaries", tmp_path / Path(f).parent / "summaries")
+    whole = headline.table(tmp_path)
+    claims = [line.split(" | ")[0][2:] for line in whole.splitlines() if line.startswith("| ")]
+    assert len(claims) > 50 and not [c for c in claims if len(c) == headline.SHORT and c.endswith("…")]
+
+    def rows():
+        return {ln.split("](")[1].split(")")[0]: ln for ln in headline.summary(tmp_path).splitlines()
+                if ln.startswith("| [")}
+
+    row = rows()
+    path = tmp_path / headline.PAPER[0][0]
+    path.write_text(path.read_text().replace("| **holds** |", "| **does not hold** |", 1))
+    after = rows()
+
+    def nums(line):
+        return [int(c) for c in line.strip(" |").split(" | ")[1:]]
+
+    (h0, d0, n0), (h1, d1, n1) = nums(row[headline.PAPER[0][0]]), nums(after[headline.PAPER[0][0]])
+    assert (h1, d1, n1) == (h0 - 1, d0 + 1, n0)
+    assert after[headline.PAPER[1][0]] == row[headline.PAPER[1][0]]
+    paper_cells = [c for rows in (headline.paper_rows(ROOT / f) for f, _ in headline.PAPER) for c in rows.values()]
+    assert sum(headline.counts(paper_cells).values()) == len(paper_cells)
