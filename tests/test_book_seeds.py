@@ -173,6 +173,9 @@ def test_addition_is_the_books_loop_and_its_odds_are_the_committed_ones():
     grokked = sum(r["valid_autoregressive_acc"] >= 0.99 for r in runs)
     assert len(runs) >= 8 and ADDITION_ODDS.startswith(f"{grokked} of {len(runs)} seeds grokked")
     assert ADDITION_ODDS in PRESETS["addition"][1]
+    sweep = json.loads((ROOT / "results" / "book" / "findings.json").read_text())["sweeps"]["addition"]
+    solved = sum(m["autoregressive"] >= 0.99 for m in sweep)
+    assert f", {solved} of {len(sweep)} as a vmapped sweep (results/book/findings.json)" in ADDITION_ODDS
     for seed, r in enumerate(runs):  # each run is this preset at its seed
         assert r["seed"] == seed and r["epochs"] == a.train.steps // 98
 
