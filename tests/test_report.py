@@ -207,3 +207,34 @@ def test_original_active_counts_follow_omega_aux():
     literal = (m > m.mean() + m.std()).sum(0)
     agree = np.mean(literal == counts)
     assert agree > 0.9, agree  # the same pipeline; the log axis is placed over steps (not row indices) here
+
+
+def _fft_measures(energy: int) -> dict:
+    return {"fft": {"energy_90": energy, "above_mean_2std": energy, "norms": [1.0] * 35, "gini": 0.5}}
+
+
+@pytest.mark.parametrize(("basis", "verdict"), [(31, "not testable"), (1, "holds")])
+def test_a_comparison_the_shuffled_label_run_passes_too_is_not_testable(basis, verdict):
+    """'a broader spectrum of active frequencies' (miiii 19 against nanda 2): judged with the shuffled-label run in
+    miiii's place as the control; where basis passes the same rule (31 > 2), the seed says nothing of what miiii
+    learned."""
+    claim = next(c for c in R.CLAIMS if c.key == "fft-energy_90")
+    runs = {"nanda": [_fft_measures(2)], "miiii": [_fft_measures(19)], "basis": [_fft_measures(basis)]}
+    row = R.judge(claim, runs)
+    assert row["verdict"] == verdict, row
+    assert "shuffled-label" in row["rule"]
+    runs["miiii"] = [_fft_measures(1)]  # the rule failing on miiii itself stays a failure, whatever the control
+    assert R.judge(claim, runs)["verdict"] == "does not hold"
+
+
+@pytest.mark.parametrize(("basis_steps", "verdict"), [([None] * 3, "not testable"), ([10, 20, 30], "holds")])
+def test_harder_slower_is_controlled_by_the_shuffled_label_run(basis_steps, verdict):
+    """miiii's median task never grokking makes 'miiii generalises slower' pass by default: basis, which never
+    generalises, passes the same way, so the seed is not testable."""
+    claim = next(c for c in R.CLAIMS if c.key == "harder-slower")
+
+    def m(steps, dropout=0.1):
+        return {"grok_step": steps, "task_names": [f"q={q}" for q in (2, 3, 5)][: len(steps)],
+                "run": {"steps": 100, "dropout": dropout}}
+    runs = {"nanda": [m([50])], "miiii": [m([10, None, None])], "basis": [m(basis_steps)]}
+    assert R.judge(claim, runs)["verdict"] == verdict

@@ -283,6 +283,9 @@ TABLE3 = ("project: dominance, mean + 2 std per step", "original: neuron 0, mean
 FFT = {"above_mean_2std": "figures' definition (Figs. 11–12: a frequency whose norm is above mean + 2 std of the "
                           "non-constant frequencies)",
        "energy_90": "energy definition (the fewest frequencies holding 90 % of W_E's Fourier energy)"}
+# A comparison of miiii with nanda that the shuffled-label run passes as well says nothing about what miiii learned:
+# where it does, the seed is not testable at this scale.
+BASIS_CONTROL = "the shuffled-label run (basis) in miiii's place"
 CLAIMS = (
     Claim("pos-nanda", "For T_nanda, which involves a commutative task, the positional embeddings are virtually "
           "identical, with a Pearson correlation of 0.95", f"{SEC_EMB}, Fig. 7", "r = 0.95", rule_band, ("nanda",),
@@ -302,7 +305,9 @@ CLAIMS = (
     Claim("no-order", "the remaining 25 tasks generalized around epoch 40000 in no particular order", SEC_PERF,
           "no order", rule_no_particular_order, ("miiii",), _order),
     Claim("harder-slower", "as T_miiii is harder than T_nanda the model can be expected to generalize slower when "
-          "trained on the former", "§Introduction", "slower", rule_slower, ("nanda", "miiii"), _slower),
+          "trained on the former", "§Introduction", "slower", rule_slower, ("nanda", "miiii"), _slower,
+          control=lambda r: _slower({"nanda": r["nanda"], "miiii": r["basis"]}).args, control_roles=("nanda", "basis"),
+          control_name=BASIS_CONTROL),
     Claim("lambda-0", "Notably, the model did not converge when λ = 0", SEC_HP, "does not converge",
           rule_did_not_converge, ("nogrokfast",), _nogf, control=lambda r: (grok(r["miiii"]),),
           control_roles=("miiii",), control_name="the λ > 0 run that should converge"),
@@ -311,10 +316,14 @@ CLAIMS = (
     Claim("svd", "The singular values for T_miiii are more diffuse, indicating that a larger number of components "
           "are needed to capture the variance in the embeddings compared to T_nanda", f"{SEC_EMB}, Fig. 8",
           "ticks nanda 5 / 49, miiii 35 / 73 (original, Σσ)", rule_more_diffuse, ("nanda", "miiii"), _diffuse,
-          definition="counts of Σσ (the original code's normalisation; its ticks are count − 2)"),
+          definition="counts of Σσ (the original code's normalisation; its ticks are count − 2)",
+          control=lambda r: _diffuse({"nanda": r["nanda"], "miiii": r["basis"]}).args, control_roles=("nanda", "basis"),
+          control_name=BASIS_CONTROL),
     *(Claim(f"fft-{key}", "Only a few frequencies are active for T_nanda […] For the T_miiii model, we observe a "
             "broader spectrum of active frequencies", f"{SEC_EMB}, Figs. 11–12", "few vs broader", rule_more,
-            ("nanda", "miiii"), _fft(key), definition=FFT[key]) for key in FFT),
+            ("nanda", "miiii"), _fft(key), definition=FFT[key],
+            control=lambda r, key=key: _fft(key)({"nanda": r["nanda"], "miiii": r["basis"]}).args,
+            control_roles=("nanda", "basis"), control_name=BASIS_CONTROL) for key in FFT),
     Claim("basis", "Comparing with T_basis in figure Figure 13, the periodicity is understood to be a structure "
           "inherent to the data picked up by the model", f"{SEC_EMB}, Fig. 13", "no periodicity", rule_basis,
           ("basis",), _basis),
