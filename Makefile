@@ -94,10 +94,10 @@ figures: $(STAMP)  ## draw every paper figure the runs support: make figures RUN
 
 SEEDS ?= 1
 VARIANT ?= project
-paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results/paper[-original]/results.md
+paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results.md into runs/paper[-original]/ (a scratch folder; ARGS="--out results/paper" for the committed bundle)
 	$(BIN)/python -m experiments.paper --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
-paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed recorded; results.md's provenance says how long): results/paper-cpu[-original]/
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed recorded; results.md's provenance says how long) into runs/paper-cpu[-original]/; `make results` rewrites the committed bundles
 	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
@@ -107,7 +107,7 @@ report: $(STAMP)  ## regenerate every bundle's tables from its committed records
 	$(BIN)/python -m experiments.stability.bundle results/stability
 
 stability: $(STAMP)  ## Prieto et al.'s numerical-stability claims, 3 seeds per setting unless SEEDS=N is given (sweeps in runs/stability/, reused; ~40 min on 2 CPU cores): results/stability/
-	$(BIN)/python -m experiments.stability $(if $(filter command line,$(origin SEEDS)),--seeds $(SEEDS)) $(ARGS)
+	$(BIN)/python -m experiments.stability --out results/stability $(if $(filter command line,$(origin SEEDS)),--seeds $(SEEDS)) $(ARGS)
 
 # the original code's variant: the roles its definitions (init, EMA start, digit order) change a claim of
 ALL_ROLES := nanda miiii masked basis nogrokfast nodropout

@@ -135,22 +135,51 @@ def film(run_dir: Path, out: Path, fps: float = 8.0, max_frames: int = MAX_FRAME
         raise ConfigError(f"--out {out}: a film is a .gif or an .mp4")
     if out.suffix.lower() == ".mp4" and shutil.which("ffmpeg") is None:
         raise ConfigError("an .mp4 needs ffmpeg on the PATH (not found); write a .gif instead")
+    check_rate(fps, max_frames)
     run = load_run(run_dir)
     plan_frames(run, max_frames)  # too few recorded steps: one error line before anything is drawn
-    images = list(frames(run, max_frames))
+    images = frames(run, max_frames)  # drawn one at a time, each handed to the writer as it comes
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.part{out.suffix}")
-    if out.suffix.lower() == ".gif":
-        from PIL import Image
+    try:
+        if out.suffix.lower() == ".gif":
+            from PIL import Image
 
-        first, *rest = (Image.fromarray(a) for a in images)
-        first.save(tmp, save_all=True, append_images=rest, duration=int(1000 / fps), loop=0, optimize=True)
-    else:
-        import subprocess
+            first = Image.fromarray(next(images))
+            first.save(tmp, save_all=True, append_images=(Image.fromarray(a) for a in images),
+                       duration=round(1000 / fps), loop=0, optimize=True)
+        else:
+            import subprocess
 
-        h, w, _ = images[0].shape
-        cmd = ["ffmpeg", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
-               "-r", f"{fps:g}", "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-pix_fmt", "yuv420p", str(tmp)]
-        subprocess.run(cmd, input=b"".join(a.tobytes() for a in images), check=True)
-    tmp.replace(out)
+            a = next(images)
+            h, w, _ = a.shape
+            cmd = ["ffmpeg", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+                   "-r", f"{fps:g}", "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-pix_fmt", "yuv420p",
+                   str(tmp)]
+            with subprocess.Popen(cmd, stdin=subprocess.PIPE) as proc:
+                for frame in _chain(a, images):
+                    proc.stdin.write(frame.tobytes())
+                proc.stdin.close()
+            if proc.returncode:
+                raise ConfigError(f"ffmpeg failed (exit {proc.returncode}) writing {out}")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+FRAMES_CAP = 500  # frames held by the GIF writer (about 1 MB each once paletted): a bound on memory and time
+FPS_RANGE = (0.1, 100.0)  # a GIF frame lasts whole milliseconds: 100 fps is 10 ms, 0.1 fps 10 s
+
+
+def check_rate(fps: float, max_frames: int) -> None:
+    """--fps finite within FPS_RANGE, --frames 2 .. FRAMES_CAP: refused before anything is read or drawn."""
+    if not (FPS_RANGE[0] <= fps <= FPS_RANGE[1]):  # NaN fails both comparisons
+        raise ConfigError(f"--fps must be between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g}, got {fps!r}")
+    if not 2 <= max_frames <= FRAMES_CAP:
+        raise ConfigError(f"--frames must be 2 .. {FRAMES_CAP}, got {max_frames:,}")

@@ -20,6 +20,7 @@ from miiii.config import ConfigError
 from miiii.files import write_text_atomic
 from miiii.plotstyle import OKABE_ITO, markers, plt
 from miiii.run import Run, load_run
+from miiii.rundir import read_metrics_log
 
 PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -40,8 +41,12 @@ def _table(rows, head=None) -> str:
     return f"<table>{top}{cells}</table>"
 
 
-def curves(run: Run) -> str:
-    m = run.metrics
+def written_metrics(run: Run) -> dict:
+    """metrics.npz, or for a solo run that has not finished (no metrics.npz yet) what metrics.jsonl holds so far."""
+    return run.metrics if len(run.metrics.get("step", ())) else read_metrics_log(run.path)
+
+
+def curves(m: dict) -> str:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     ok = np.isfinite(m["valid_loss"]).all(-1)
     x = m["step"] + 1
@@ -63,6 +68,33 @@ def key_frequencies(run: Run) -> list[int]:
     return [int(k) for k in np.flatnonzero(A.active_frequencies(norms))]
 
 
+def headline(run: Run) -> str:
+    """'task: N steps (of M), P parameters, W s on BACKEND': what the summary holds, and for a sweep member or an
+    unfinished run (whose summary lacks some of it) what its metrics and parameters say."""
+    s, cfg = run.summary, run.config
+    m = written_metrics(run)
+    done = int(np.max(m["step"])) + 1 if len(m.get("step", ())) else 0
+    steps = s.get("steps", done)
+    text = f"{cfg.task.name}: {steps:,} steps" + ("" if steps == cfg.train.steps else f" of {cfg.train.steps:,}")
+    n_params = s.get("n_params") or sum(int(np.size(a)) for a in _leaves(run.params))
+    if n_params:
+        text += f", {n_params:,} parameters"
+    if "wall_s" in s:
+        text += f", {s['wall_s']:.1f} s"
+    return text + (f" on {s['backend']}" if s.get("backend") else "") + "."
+
+
+def _leaves(tree) -> list:
+    return [x for v in tree.values() for x in (_leaves(v) if isinstance(v, dict) else [v])]
+
+
+def grok_so_far(m: dict) -> dict:
+    """{task: grok step or None} from the metrics written so far (a run whose summary.json is not written yet)."""
+    if not len(m.get("step", ())):
+        return {}
+    return dict(zip(map(str, m["task_names"]), A.grok_steps(m["step"], np.asarray(m["valid_acc"])), strict=True))
+
+
 def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
     """Write the page and return its path (the whole file or nothing: written atomically)."""
     out = Path(out)
@@ -72,18 +104,22 @@ def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
     s, cfg = run.summary, run.config
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(run.path.name)}</title>"
              f"<style>{STYLE}</style></head><body><h1>{html.escape(run.path.name)}</h1>",
-             f"<p>{html.escape(cfg.task.name)}: {s['steps']:,} steps, {s['n_params']:,} parameters, "
-             f"{s['wall_s']:.1f} s on {html.escape(str(s.get('backend', '')))}.</p>"]
-    final = s["final"]
+             f"<p>{html.escape(headline(run))}</p>"]
+    final = s.get("final", {})
     rows = [(split, f"{final[split]['loss']:.4f}", f"{np.mean(final[split]['task_acc']):.4f}",
              f"{np.min(final[split]['task_acc']):.4f}") for split in ("train", "valid", "test") if split in final]
-    parts += ["<h2>Summary</h2>", _table(rows, ("split", "loss", "accuracy (mean over tasks)", "lowest task"))]
-    parts += ["<h2>Curves</h2>", f"<img alt='loss and accuracy curves' src='{curves(run)}'>"]
-    grok = s["grok_step"]
+    parts += ["<h2>Summary</h2>", _table(rows, ("split", "loss", "accuracy (mean over tasks)", "lowest task"))
+              if rows else "<p>No final evaluation yet: the run has not finished.</p>"]
+    m = written_metrics(run)
+    parts += ["<h2>Curves</h2>", f"<img alt='loss and accuracy curves' src='{curves(m)}'>" if len(m.get("step", ()))
+              else "<p>No metrics written yet.</p>"]
+    grok = s.get("grok_step") or grok_so_far(m)
     done = sum(v is not None for v in grok.values())
     parts += [f"<h2>Grok step per task ({done}/{len(grok)} grokked: validation accuracy ≥ 0.99)</h2>",
               _table([(k, "–" if v is None else f"{v:,}") for k, v in grok.items()], ("task", "grok step"))]
-    if not cfg.task.is_sequence:
+    if not cfg.task.is_sequence and "W_E" not in run.params:
+        parts += ["<h2>Key frequencies of W_E</h2>", "<p>No final parameters yet: the run has not finished.</p>"]
+    elif not cfg.task.is_sequence:
         keys = key_frequencies(run)
         parts += ["<h2>Key frequencies of W_E</h2>",
                   f"<p>Above mean + 2 std of the non-constant frequencies' norms: {', '.join(map(str, keys)) or '–'}"

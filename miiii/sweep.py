@@ -98,6 +98,10 @@ def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
             raise ConfigError(f"--grid {shown(key)}: values must be numbers, got '{shown(text)}'") from None
         if path in grid:
             raise ConfigError(f"--grid names {shown(key)} twice")
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:  # the same member twice would count one run as two in every summary
+            raise ConfigError(f"--grid {shown(key)} gives {', '.join(f'{v:g}' for v in twice)} more than once; give "
+                              "each value once (--seeds N repeats a point over seeds)")
         grid[path] = values
     return grid
 

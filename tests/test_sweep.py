@@ -85,7 +85,8 @@ def test_sharded_over_four_devices_equals_solo(tmp_path):
 
 
 @pytest.mark.parametrize("item,msg", [("d_model=64,128", "cannot be swept"), ("colour=1,2", "unknown config key"),
-                                      ("lr=fast", "must be numbers"), ("lr", "key=v1")])
+                                      ("lr=fast", "must be numbers"), ("lr", "key=v1"),
+                                      ("lr=3e-3,3e-3", "more than once"), ("wd=1,0.5,1.0", "gives 1 more than once")])
 def test_bad_grid(item, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_grid([item])

@@ -104,6 +104,8 @@ def main(argv=None) -> int:
         ap.error("--first-seed needs --unstated, or --gap with --seeds")
     if args.first_seed < 0:
         ap.error(f"--first-seed must not be negative, got {args.first_seed}")
+    if args.ablation_epochs is not None and args.ablation_epochs < 1:
+        ap.error(f"--ablation-epochs must be at least 1, got {args.ablation_epochs}")
     return one_line_errors(study, args, trained)
 
 

@@ -119,8 +119,13 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
     default budget), the extra seeds' sweep, and the directories each would write (not an earlier run's, unless
     --reuse)."""
     out_folder(out)
-    if seeds < 1:
-        raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"--seeds must be 1 .. {MAX_SEEDS}, got {seeds:,}")
+    held = held_seeds(out, roles)
+    if held and seeds < max(held.values()):
+        role = max(held, key=held.get)
+        raise ConfigError(f"{out} holds {held[role]} seeds of {role}; --seeds {seeds} would replace them with fewer: "
+                          f"pass --seeds {held[role]} or another --out")
     cfgs = {}
     for role in roles:
         cfg = role_config(role, smoke, variant)
@@ -139,6 +144,19 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
                 raise ConfigError(f"{sweep_dir} already exists ({why}); remove it or choose another --out")
         cfgs[role] = cfg
     return cfgs
+
+
+MAX_SEEDS = 256  # a bound that says so at once (a billion seeds would list a run directory each before any check)
+
+
+def held_seeds(out: Path, roles) -> dict[str, int]:
+    """role -> how many seeds the bundle in `out` holds (its summaries/ROLE-K.json), for the roles asked for."""
+    found = {}
+    for role in roles:
+        n = len(list((out / "summaries").glob(f"{role}-[0-9]*.json")))
+        if n:
+            found[role] = n
+    return found
 
 
 def train_role(role: str, cfg, run_dir: Path, reuse: bool, progress: bool) -> None:
@@ -206,7 +224,10 @@ def main(argv=None) -> int:
     trains, a write error (disk full) one line and exit status 1."""
     ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 71, d 64, 3k / 5k steps)")
-    ap.add_argument("--out", type=Path, default=None, help="default results/paper or results/paper-cpu")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the bundle (default runs/paper[-cpu][-original], a scratch folder; --out results/paper-cpu "
+                         "etc. rewrites a committed one, as `make results` does, and never with fewer seeds than it "
+                         "holds)")
     ap.add_argument("--roles", nargs="+", default=None, choices=list(ROLES),
                     help="which runs (default: all six; with --smoke all but nodropout, the appendix run); "
                          "results.md covers the claims these runs support")
@@ -240,7 +261,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     setup_compile_cache()  # ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR or off (miiii/compile_cache.py)
-    out = args.out or Path("results") / (("paper-cpu" if args.smoke else "paper") +
+    out = args.out or Path("runs") / (("paper-cpu" if args.smoke else "paper") +
                                          ("-original" if args.variant == "original" else ""))
     t0 = time.perf_counter()
     roles = args.roles or (SMOKE_ROLES if args.smoke else list(ROLES))

@@ -10,6 +10,7 @@ miiii) one vmapped sweep of every seed per setting (weight decay; none; none in 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from experiments.stability import bundle
 from experiments.stability.study import SETTINGS, TASKS, sweep_dir, sweep_seconds, train_setting, trained_by
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError
-from miiii.errors import OneLineParser, one_line_errors
+from miiii.errors import OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic
 from miiii.provenance import provenance, to_jsonable
 from miiii.run import load_run
@@ -34,10 +35,23 @@ def parse(argv):
                     help="steps per run (default: nanda-cpu's 3,000; 10,000 for miiii-tiny)")
     ap.add_argument("--runs", type=Path, default=Path("runs/stability"),
                     help="where the sweeps go; a finished sweep there is reused (default runs/stability)")
-    ap.add_argument("--out", type=Path, default=Path("results/stability"),
-                    help="the bundle (default results/stability)")
+    ap.add_argument("--out", type=Path, default=Path("runs/stability/bundle"),
+                    help="the bundle (default runs/stability/bundle, a scratch folder; `--out results/stability` "
+                         "rewrites the committed one, as `make stability` does)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     return ap.parse_args(argv)
+
+
+def check_fewer_seeds(out: Path, seeds: int, tasks) -> None:
+    """A bundle is never rewritten with fewer seeds than it holds (its summaries say how many)."""
+    for task in tasks:
+        f = out / "summaries" / f"{task}.json"
+        if not f.is_file():
+            continue
+        held = max((len(v) for v in json.loads(f.read_text()).get("settings", {}).values()), default=0)
+        if seeds < held:
+            raise ConfigError(f"{out} holds {held} seeds of {task} per setting; --seeds {seeds} would replace them "
+                              f"with fewer: pass --seeds {held} or another --out")
 
 
 def main(argv=None) -> int:
@@ -47,6 +61,11 @@ def main(argv=None) -> int:
 def study(args) -> int:
     if args.seeds < 1:
         raise ConfigError(f"--seeds {args.seeds}: give at least 1")
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps {args.steps}: give at least 1 (or leave it out for each task's default)")
+    out_folder(args.out)
+    out_folder(args.runs, "--runs")
+    check_fewer_seeds(args.out, args.seeds, args.tasks)
     setup_compile_cache()
     (args.out / "summaries").mkdir(parents=True, exist_ok=True)
     for task in args.tasks:

@@ -1,0 +1,90 @@
+"""The third round of faults, one test per class: a grid's repeated value refused; `page` on every run the docs
+promise (a finished sweep member, an unfinished run); `film`'s unbounded frame counts and frame rates refused before
+any frame is drawn; a study's out-of-range counts refused before it trains."""
+
+from __future__ import annotations
+
+import pytest
+from _runhelp import Crash, crash_at, tree_digest
+
+from miiii.cli import main
+from miiii.config import apply_overrides
+from miiii.presets import get_preset
+
+TINY = ["p=11", "task.valid_size=20", "model.d_model=16", "model.d_mlp=32", "steps=20", "chunk=10",
+        "ckpt.keep_log=0"]
+
+
+def _one_error(capsys, says: str) -> None:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in err, err[-2000:]
+
+
+def test_a_grid_value_given_twice_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "sw"
+    assert main(["sweep", "--preset", "nanda-tiny", "--grid", "lr=3e-3,3e-3", "--out", str(out), "--no-progress"]) == 2
+    _one_error(capsys, "more than once")
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def member_and_unfinished(tmp_path_factory):
+    """A finished sweep member and a run stopped after its first chunk (resumable, no summary.json)."""
+    from miiii.runner import train_run
+    from miiii.sweep import run_sweep
+
+    d = tmp_path_factory.mktemp("page")
+    cfg = apply_overrides(get_preset("nanda-tiny"), TINY)
+    run_sweep(cfg, 2, {}, d / "sweep", progress=False, tensorboard=False)
+    with pytest.raises(Crash):
+        train_run(cfg, d / "unfinished", progress=False, on_chunk=crash_at(10), tensorboard=False)
+    return d / "sweep" / "member_001", d / "unfinished"
+
+
+@pytest.mark.parametrize("which", ["sweep member", "unfinished run"])
+def test_page_works_on_a_sweep_member_and_an_unfinished_run(member_and_unfinished, tmp_path, which):
+    run = member_and_unfinished[which == "unfinished run"]
+    before = tree_digest(run)
+    out = tmp_path / "page.html"
+    assert main(["page", str(run), "--out", str(out), "--no-film"]) == 0
+    text = out.read_text()
+    assert "<h2>Grok step per task" in text and "<h2>Config" in text
+    if which == "unfinished run":
+        assert "10 steps of 20" in text and "has not finished" in text
+    else:
+        assert "20 steps" in text and "parameters" in text
+    assert tree_digest(run) == before  # a page reads a run, never writes into it
+
+
+@pytest.mark.parametrize(("args", "says"), [(["--frames", "1000000000000"], "--frames"),
+                                            (["--frames", "0"], "--frames"), (["--fps", "nan"], "--fps"),
+                                            (["--fps", "inf"], "--fps"), (["--fps", "1e-300"], "--fps"),
+                                            (["--fps", "0"], "--fps")],
+                         ids=["frames huge", "frames 0", "fps nan", "fps inf", "fps tiny", "fps 0"])
+def test_film_refuses_unbounded_frames_and_rates_before_drawing(member_and_unfinished, tmp_path, capsys, args, says):
+    out = tmp_path / "film.gif"
+    assert main(["film", str(member_and_unfinished[0]), "--out", str(out), *args]) == 2
+    _one_error(capsys, says)
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("module", "args", "says"), [
+    ("experiments.stability", ["--steps", "0"], "--steps"),
+    ("experiments.stability", ["--steps", "-5"], "--steps"),
+    ("experiments.paper", ["--smoke", "--seeds", "1000000000"], "--seeds"),
+    ("experiments.book", ["--ablation-epochs", "0"], "--ablation-epochs"),
+    ("experiments.book", ["--ablation-epochs", "-3"], "--ablation-epochs"),
+], ids=["stability steps 0", "stability steps -5", "paper seeds 1e9", "book ablation 0", "book ablation -3"])
+def test_a_study_refuses_out_of_range_counts_before_it_trains(tmp_path, monkeypatch, capsys, module, args, says):
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    mod = importlib.import_module(module + (".__main__" if module == "experiments.stability" else ".study"))
+    try:
+        rc = mod.main([*args, "--out", str(tmp_path / "out")])
+    except SystemExit as e:
+        rc = e.code
+    assert rc == 2
+    _one_error(capsys, says)
+    assert not (tmp_path / "out").exists()
