@@ -1,0 +1,1 @@
+"""The miiii-cpu search: experiments/miiii_cpu/study.py."""
