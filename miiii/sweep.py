@@ -55,6 +55,7 @@ from miiii.sweepmembers import (
     RESULT,
     MemberFiles,
     check_member,
+    check_reopen,
     check_sweep_budget,
     describe_sweep_bytes,
     member_slice,
@@ -231,8 +232,9 @@ def resume_sweep(out_dir: str | Path, progress: bool = True, tensorboard: bool =
         try:
             sweep.open_files(create=False)
             restored, step = restore_members(sweep.files, sweep.template)
-            for f in sweep.files:
-                reopen_member(f, step, step == cfg.train.steps)
+            checked = [check_reopen(f, step) for f in sweep.files]  # all checked before the first is cut back
+            for f, c in zip(sweep.files, checked, strict=True):
+                reopen_member(f, step, step == cfg.train.steps, c)
         except BaseException:
             sweep.close()
             raise

@@ -30,6 +30,7 @@ from miiii.recorder import Recorder
 from miiii.rundir import (
     CONFIG,
     MEMBER,
+    METRICS,
     check_layout,
     check_unedited,
     has_checkpoints,
@@ -185,6 +186,10 @@ def check_member(run_dir: Path, cfg: RunConfig) -> None:
 def restore_members(files: list[MemberFiles], template: TrainState) -> tuple[list[TrainState], int]:
     """Every member's newest good checkpoint at one step, the newest that every member has good (members step
     together); a ConfigError when there is none."""
+    for f in files:  # a member without its metrics would pull every member back to step 0
+        if not (f.dir / METRICS).is_file():
+            raise ConfigError(f"{f.dir / METRICS} is missing: the member is damaged, and resuming would cut every "
+                              "member back to step 0; nothing was changed")
     at_most, states = None, []
     for _ in range(len(files) + 2):  # each pass lowers the common step or ends
         states, why = [], []
@@ -205,8 +210,9 @@ def restore_members(files: list[MemberFiles], template: TrainState) -> tuple[lis
     raise ConfigError("the members' checkpoints share no step to resume from")
 
 
-def reopen_member(f: MemberFiles, step: int, finished: bool) -> None:
-    """A member's files cut back to `step` (checked first: metrics rows, activation rows), as a solo resume does."""
+def check_reopen(f: MemberFiles, step: int) -> tuple[dict, dict]:
+    """(metrics, acts index) of a member that can be cut back to `step`, or a ConfigError; nothing is changed, so a
+    sweep's resume checks every member before it cuts back the first."""
     metrics = read_metrics(f.dir, complete=("loss",), optional=tuple(m.name for m in f.trainer.metrics))
     check_metrics_rows(f.dir, metrics, step, read_ckpt_meta(f.dir))
     index = {}
@@ -215,6 +221,12 @@ def reopen_member(f: MemberFiles, step: int, finished: bool) -> None:
         if index.get("complete_step", -1) < step:
             raise ConfigError(f"{f.dir / 'acts'} holds activations up to step {index.get('complete_step')} only, "
                               f"older than checkpoint {step}: the activation files are damaged")
+    return metrics, index
+
+
+def reopen_member(f: MemberFiles, step: int, finished: bool, checked: tuple[dict, dict]) -> None:
+    """A member's files cut back to `step` (`checked`: its `check_reopen`), as a solo resume does."""
+    metrics, index = checked
     done = finished and index.get("finished", False)
     f.recorder.resume(index, step, done)
     f.ckpts.delete_after(step)

@@ -88,3 +88,18 @@ def test_a_study_refuses_out_of_range_counts_before_it_trains(tmp_path, monkeypa
     assert rc == 2
     _one_error(capsys, says)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_resume_refused_for_one_damaged_member_touches_no_other(tmp_path, capsys):
+    """member_001 lost its metrics.npz: `sweep --resume` must refuse before it cuts any member back (their later
+    checkpoints, metrics and recordings stay byte for byte)."""
+    from miiii.sweep import run_sweep
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10", "ckpt.keep_log=20"])
+    with pytest.raises(Crash):
+        run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False, tensorboard=False, on_chunk=crash_at(30))
+    (tmp_path / "sw" / "member_001" / "metrics.npz").unlink()
+    before = tree_digest(tmp_path / "sw")
+    assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
+    _one_error(capsys, "metrics.npz")
+    assert tree_digest(tmp_path / "sw") == before
