@@ -356,8 +356,8 @@ class SweepRun:
                 for j in mark_diverged(self.hist, diverged, done, done + m):
                     if self.writer and j < n:
                         mem = self.members[j]
-                        tqdm.write(f"member {j} ({point_label(mem.values)}, seed {mem.seed}) diverged: its loss is "
-                                   f"{self.hist['loss'][j, diverged[j]]} at step {diverged[j]}; its metrics are NaN "
+                        tqdm.write(f"member {j} ({point_label(mem.values)}, seed {mem.seed}) diverged: its loss, "
+                                   f"parameters or logits are not finite at step {diverged[j]}; its metrics are NaN "
                                    "from there and it counts as not grokked (the other members go on)", file=sys.stderr)
                 for j, f in enumerate(self.files):
                     f.take(done, m, ChunkOut({}, member_slice(out.record, j), member_slice(out.record_end, j)))

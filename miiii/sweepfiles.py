@@ -123,11 +123,19 @@ def grid_points(rows: list[dict]) -> list[dict]:
     return points
 
 
+DIVERGENCE_SIGNALS = ("loss", "weight_norm_total", "max_logit")  # per-step scalars, computed at every step
+
+
 def mark_diverged(hist: dict, diverged: np.ndarray, start: int, stop: int) -> list[int]:
-    """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss is not finite
-    there for the first time gets that step in `diverged` (-1: not diverged), and every metric of a diverged member
-    is NaN from its step on (its accuracies on NaN logits say nothing). Returns the members new to `diverged`."""
-    bad = ~np.isfinite(hist["loss"][:, start:stop])
+    """After steps [start, stop) reached `hist` (metric -> (members, steps, ...)): a member whose loss, parameters
+    (their total norm) or logits (the largest) are not finite there for the first time gets that step in `diverged`
+    (-1: not diverged), and every metric of a diverged member is NaN from its step on (its accuracies on NaN logits
+    say nothing). A NaN model can keep a finite loss (StableMax at lr = inf, dropout 1.0), so the loss alone is not
+    the test. Returns the members new to `diverged`."""
+    bad = np.zeros(hist["loss"][:, start:stop].shape, bool)
+    for key in DIVERGENCE_SIGNALS:
+        if key in hist:
+            bad |= ~np.isfinite(hist[key][:, start:stop])
     new = [int(i) for i in np.nonzero((diverged < 0) & bad.any(1))[0]]
     for i in new:
         diverged[i] = start + int(np.argmax(bad[i]))

@@ -103,3 +103,33 @@ def test_a_sweep_resume_refused_for_one_damaged_member_touches_no_other(tmp_path
     assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
     _one_error(capsys, "metrics.npz")
     assert tree_digest(tmp_path / "sw") == before
+
+
+def test_divergence_is_judged_on_parameters_and_logits_not_the_loss_alone():
+    """A member whose parameters (or logits) are NaN while its loss stays finite is diverged from that step."""
+    import numpy as np
+
+    from miiii.sweepfiles import DIVERGENCE_SIGNALS, mark_diverged
+
+    steps = 6
+    for signal in DIVERGENCE_SIGNALS:
+        hist = {k: np.ones((2, steps), np.float32) for k in DIVERGENCE_SIGNALS}
+        hist["valid_acc"] = np.ones((2, steps, 3), np.float32)
+        hist[signal][1, 3:] = np.nan  # member 1: only this signal goes bad
+        diverged = np.full(2, -1)
+        assert mark_diverged(hist, diverged, 0, steps) == [1], signal
+        assert list(diverged) == [-1, 3] and np.isnan(hist["valid_acc"][1, 3:]).all()
+        assert np.isfinite(hist["valid_acc"][0]).all()
+
+
+def test_a_stablemax_member_at_lr_inf_is_marked_diverged(tmp_path):
+    """StableMax keeps the loss finite on NaN parameters: the sweep still marks the member diverged, not grokked."""
+    import json
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "--preset", "nanda-tiny", "--seeds", "1", "--grid", "lr=3e-3,inf", "--no-progress",
+                 "--no-tensorboard", "--out", str(out), *[a for kv in [*TINY, "loss=stablemax"] for a in ("--set", kv)]
+                 ]) == 0
+    res = json.loads((out / "sweep.json").read_text())
+    by_lr = {m["values"]["optim.lr"]: m for m in res["members"]}
+    assert by_lr[float("inf")]["diverged_at"] is not None and by_lr[3e-3]["diverged_at"] is None

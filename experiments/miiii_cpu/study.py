@@ -50,6 +50,8 @@ SEARCH = (
     Setting("D-p71-d64-tf09", "more data per token (90 % train); dropout and grokfast's λ",
             ("task.train_frac=0.9",), ("dropout=0.1,0.2", "lamb=2,5"), 12_000),
     Setting("E-p71-d64-tf07-40k", "the paper-cpu recipe, trained 8x longer", (), (), 40_000, solo=True),
+    Setting("F-p71-d96-25k", "1.5x the width (room for every task's frequencies at both positions)",
+            ("model.d_model=96",), (), 25_000, solo=True),
 )
 
 
