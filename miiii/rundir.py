@@ -369,9 +369,22 @@ def read_params(run_dir: Path) -> dict:
 
 
 def read_member(run_dir: Path) -> dict:
-    """member.json of a sweep member ({"index", "seed", "values": {grid key: value}}); {} for a run of its own."""
+    """member.json of a sweep member ({"index", "seed", "values": {grid key: value}}); {} for a run of its own. What
+    it says is held to the member's config.json (checked against its own checksums): an edited member.json would
+    title every figure of the member with a seed or value it did not train with."""
     path = Path(run_dir) / MEMBER
-    return read_json(path) if path.exists() or path.is_symlink() else {}
+    if not (path.exists() or path.is_symlink()):
+        return {}
+    info = read_json(path)
+    cfg = read_config(run_dir).to_dict()
+    said = {"train.seed": info.get("seed")} | dict(info.get("values", {}))
+    for key, value in said.items():
+        sec, _, name = str(key).partition(".")
+        real = cfg.get(sec, {}).get(name, "missing")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or real != value:
+            raise ConfigError(f"{path} is damaged: it says {key} = {value!r}, the member's config.json "
+                              f"{key} = {real!r}")
+    return info
 
 
 def has_checkpoints(run_dir: Path) -> bool:

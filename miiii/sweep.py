@@ -225,6 +225,11 @@ def resume_sweep(out_dir: str | Path, progress: bool = True, tensorboard: bool =
                           f"own ({out_dir / 'sweep-plan.json'}); resume without them, or start a new sweep")
     check_profile(profile)
     members = make_members(cfg, seeds, grid)
+    on_disk = sorted(p.name for p in out_dir.glob("member_*") if p.is_dir())
+    if on_disk != [member_dir(out_dir, m.index).name for m in members]:
+        raise ConfigError(f"{out_dir / 'sweep-plan.json'} makes {len(members)} members but {out_dir} holds "
+                          f"{len(on_disk)} member directories: the plan was edited or members were added or removed; "
+                          "the sweep cannot be resumed")
     for mem in members:
         check_member(member_dir(out_dir, mem.index), mem.config)
     with StopFlag() as stop, RunLock(out_dir):

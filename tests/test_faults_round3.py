@@ -133,3 +133,40 @@ def test_a_stablemax_member_at_lr_inf_is_marked_diverged(tmp_path):
     res = json.loads((out / "sweep.json").read_text())
     by_lr = {m["values"]["optim.lr"]: m for m in res["members"]}
     assert by_lr[float("inf")]["diverged_at"] is not None and by_lr[3e-3]["diverged_at"] is None
+
+
+def test_an_edited_member_json_is_refused_where_it_is_read(member_and_unfinished, tmp_path):
+    """member.json edited to another seed or grid value no longer matches the member's config.json."""
+    import json
+    import shutil
+
+    from miiii.config import ConfigError
+    from miiii.run import load_run
+
+    d = tmp_path / "member"
+    shutil.copytree(member_and_unfinished[0], d)
+    assert load_run(d).member["seed"] == 1
+    info = json.loads((d / "member.json").read_text())
+    (d / "member.json").write_text(json.dumps(info | {"seed": 7}))
+    with pytest.raises(ConfigError, match="member.json is damaged.*train.seed = 7"):
+        _ = load_run(d).member
+
+
+def test_a_sweep_plan_edited_to_a_subset_is_refused(tmp_path, capsys):
+    """sweep-plan.json's grid cut to one of its two values: the resume would finish half the members and call the
+    sweep complete; it is refused, nothing changed."""
+    import json
+
+    from miiii.sweep import parse_grid, run_sweep
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10"])
+    with pytest.raises(Crash):
+        run_sweep(cfg, 1, parse_grid(["lr=1e-3,3e-3"]), tmp_path / "sw", progress=False, tensorboard=False,
+                  on_chunk=crash_at(20))
+    plan = json.loads((tmp_path / "sw" / "sweep-plan.json").read_text())
+    plan["grid"]["optim.lr"] = plan["grid"]["optim.lr"][:1]
+    (tmp_path / "sw" / "sweep-plan.json").write_text(json.dumps(plan))
+    before = tree_digest(tmp_path / "sw")
+    assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
+    _one_error(capsys, "makes 1 members but")
+    assert tree_digest(tmp_path / "sw") == before
