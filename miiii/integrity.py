@@ -27,6 +27,7 @@ from miiii.rundir import (
     SUMMARY,
     TB,
     canonical_sum,
+    read_ckpt_meta,
     read_json,
     regular_file,
     write_checked,
@@ -140,9 +141,15 @@ def manifest_faults(run_dir: Path) -> dict[str, str] | None:
 
 def check_manifest(run_dir: Path, rebuilt: tuple[str, ...] = ()) -> list[str] | None:
     """Raise the first fault `manifest_faults` finds (a ConfigError naming the file), but for those in `rebuilt`
-    (what the caller writes again), which are returned with their messages; None: the run has no manifest."""
+    (what the caller writes again), which are returned with their messages; None: the run has no manifest and was
+    written before manifests. A finished run whose ckpt.json names its manifest (every run since manifests) and has
+    none is damaged: someone deleted it."""
     faults = manifest_faults(run_dir)
     if faults is None:
+        finished = (Path(run_dir) / SUMMARY).exists() or (Path(run_dir) / PARAMS).exists()
+        if finished and read_ckpt_meta(run_dir, strict=False).get("manifest") == MANIFEST:
+            raise ConfigError(f"{Path(run_dir) / MANIFEST} is missing: the run is finished and its ckpt.json says it "
+                              "was written with one, so the run is damaged (its files cannot be checked)")
         return None
     fatal = [msg for name, msg in faults.items() if name not in rebuilt]
     if fatal:

@@ -165,7 +165,9 @@ def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | N
     if cfg is not None:
         meta["config"] = json.loads(cfg.to_json())
     extra = {"metrics": metrics} if metrics is not None else {}
-    write_checked(Path(run_dir) / CKPT_META, write_json_atomic, meta | {"checksums": checksums} | extra)
+    # "manifest": this run writes checksums.json when it finishes; a finished run without one is then damaged
+    write_checked(Path(run_dir) / CKPT_META, write_json_atomic,
+                  meta | {"checksums": checksums, "manifest": MANIFEST} | extra)
 
 
 def write_book_report(run_dir: Path, report: dict) -> None:

@@ -181,3 +181,16 @@ def assert_trains(loss, state) -> None:
 
     assert np.isfinite(loss).all() and all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(state.params))
     assert loss[-20:].mean() < 0.5 * loss[:20].mean(), (loss[:3], loss[-3:])
+
+
+def make_legacy(run: Path) -> None:
+    """`run` as a version before manifests wrote it: no checksums.json, and a ckpt.json that does not name one (a
+    finished run whose ckpt.json names its manifest and lacks it is damaged, not legacy)."""
+    import json
+
+    (run / "checksums.json").unlink(missing_ok=True)
+    meta = run / "ckpt.json"
+    if meta.is_file():
+        d = json.loads(meta.read_text())
+        d.pop("manifest", None)
+        meta.write_text(json.dumps(d))

@@ -21,7 +21,7 @@ from pathlib import Path
 import _runhelp
 import numpy as np
 import pytest
-from _runhelp import ROOT, tree_digest
+from _runhelp import ROOT, make_legacy, tree_digest
 
 from experiments.book import modes as book_modes
 from experiments.book import same_start
@@ -109,7 +109,7 @@ def rewrite_index(run: Path, edit) -> None:
     edit(index)
     index.pop("checksum", None)
     path.write_text(json.dumps(index | {"checksum": canonical_sum(index)}))
-    (run / "checksums.json").unlink(missing_ok=True)
+    make_legacy(run)
 
 
 # ---------------------------------------------------------------- 6: python -m experiments.paper
@@ -412,7 +412,7 @@ def test_a_legacy_run_loads_with_a_warning(tmp_path):
     from miiii.run import load_run
 
     run = finished(tmp_path)
-    (run / "checksums.json").unlink()
+    make_legacy(run)
     with pytest.warns(UserWarning, match="legacy"):
         assert load_run(run).legacy
 
@@ -473,7 +473,7 @@ def test_json_nested_too_deep_is_a_config_error(name, tmp_path):
     from miiii.run import load_run
 
     run = finished(tmp_path)
-    (run / "checksums.json").unlink()
+    make_legacy(run)
     (run / name).write_text("[" * 200_000 + "]" * 200_000 + ("\n" if name.endswith("l") else ""))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy warning
@@ -497,7 +497,7 @@ def test_a_file_in_place_of_tb_is_refused_by_resume_before_anything_changes(kind
     run = finished(tmp_path) if kind == "finished" else interrupted(tmp_path)
     shutil.rmtree(run / "tb", ignore_errors=True)
     (run / "tb").write_text("not a folder")
-    (run / "checksums.json").unlink(missing_ok=True)
+    make_legacy(run)
     before = tree_digest(run)
     capsys.readouterr()
     assert cli("train", "--resume", run, "--no-progress") == 2
@@ -526,7 +526,7 @@ def test_a_config_edited_past_the_limits_is_refused_on_load(tmp_path):
         d = json.loads(path.read_text())
         (d.get("config", d))["task"]["p"] = 2**31 - 1
         path.write_text(json.dumps(d))
-    (run / "checksums.json").unlink()
+    make_legacy(run)
     with no_hang():
         with pytest.raises(ConfigError, match=r"config\.json is damaged or was edited into something invalid"):
             load_run(run)

@@ -170,3 +170,25 @@ def test_a_sweep_plan_edited_to_a_subset_is_refused(tmp_path, capsys):
     assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
     _one_error(capsys, "makes 1 members but")
     assert tree_digest(tmp_path / "sw") == before
+
+
+def test_a_finished_run_without_its_manifest_is_damaged_not_legacy(member_and_unfinished, tmp_path, capsys):
+    """checksums.json deleted and summary.json edited (valid accuracy 1.0, grok step 7): ckpt.json says the run was
+    written with a manifest, so load_run, figures and --resume refuse it instead of accepting it with a warning."""
+    import json
+    import shutil
+
+    from miiii.config import ConfigError
+    from miiii.run import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(member_and_unfinished[0], run)
+    (run / "checksums.json").unlink()
+    s = json.loads((run / "summary.json").read_text())
+    s["grok_step"] = {k: 7 for k in s["grok_step"]}
+    (run / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ConfigError, match="checksums.json is missing"):
+        load_run(run)
+    assert main(["figures", str(run), "--out", str(tmp_path / "fig")]) == 2
+    _one_error(capsys, "checksums.json is missing")
+    assert not (tmp_path / "fig").exists()

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
+from _runhelp import make_legacy
 
 from experiments.paper import study as paper
 from miiii.config import ConfigError, apply_overrides
@@ -117,7 +118,7 @@ def test_a_run_written_before_a_config_field_existed_still_loads(tmp_path):
     cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=20", "train.chunk=10", "ckpt.every=10"])
     run_dir = tmp_path / "run"
     train_run(cfg, run_dir, progress=False)
-    (run_dir / "checksums.json").unlink()  # the older runs also had no manifest (a legacy run: a warning)
+    make_legacy(run_dir)  # the older runs also had no manifest (a legacy run: a warning)
     for name in (CONFIG, CKPT_META):
         d = json.loads((run_dir / name).read_text())
         task = d["config"]["task"] if name == CKPT_META else d["task"]
