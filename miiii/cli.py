@@ -15,7 +15,7 @@ from miiii.cliargs import build_parser
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, ConfigError, apply_overrides, shown
 from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
-from miiii.files import RunError
+from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
 from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
 
@@ -238,6 +238,7 @@ def print_summary(summary: dict, run_dir: Path) -> None:
 def cmd_compare(args) -> int:
     from miiii.compare import compare
 
+    check_output(args.out, "dir", runs=args.run_dirs)
     paths = compare(args.run_dirs, args.out)
     print(f"{len(paths)} files in {args.out}: " + ", ".join(p.name for p in paths if p.suffix == ".png"))
     return 0
@@ -246,6 +247,7 @@ def cmd_compare(args) -> int:
 def cmd_film(args) -> int:
     from miiii.film import film
 
+    check_output(args.out, "file", runs=[args.run_dir])
     path = film(args.run_dir, args.out, fps=args.fps, max_frames=args.frames)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
@@ -254,6 +256,7 @@ def cmd_film(args) -> int:
 def cmd_page(args) -> int:
     from miiii.page import page
 
+    check_output(args.out, "file", runs=[args.run_dir])
     path = page(args.run_dir, args.out, with_film=not args.no_film)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
@@ -262,6 +265,7 @@ def cmd_page(args) -> int:
 def cmd_figures(args) -> int:
     from miiii.plots import draw_all
 
+    check_output(args.out, "dir", runs=args.run_dirs)
     paths = draw_all(args.run_dirs, args.out)
     print(f"{len(paths)} files in {args.out}")
     return 0

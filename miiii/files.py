@@ -95,3 +95,31 @@ def fsync_tree(path: Path) -> None:
                 os.close(fd)
     fsync_dir(path)
     fsync_dir(path.parent)
+
+
+def check_output(path: Path, want: str, runs=(), flag: str = "--out", room: int = 50 * 2**20) -> Path:
+    """An output path checked before anything is drawn (a ConfigError that names the fault; nothing is made): `want`
+    "file" or "dir" and not the other where it exists; not inside any of `runs` (a run's own folder or its tb/: a
+    finished run's files are checksummed, and a stray file there makes it fail to load); its nearest existing folder
+    writable; `room` bytes free there."""
+    from miiii.errors import ConfigError, shown
+
+    p = Path(path)
+    if p.exists() and want == "file" and p.is_dir():
+        raise ConfigError(f"{flag} {shown(p, 200)} is a directory; give a file name")
+    if p.exists() and want == "dir" and not p.is_dir():
+        raise ConfigError(f"{flag} {shown(p, 200)} exists and is not a directory")
+    here = p.absolute()
+    for run in runs:
+        run = Path(run).absolute()
+        if here == run or run in here.parents:
+            raise ConfigError(f"{flag} {shown(p, 200)} is inside the run {shown(run, 200)}: write outside it (a run's "
+                              "folder holds only what training wrote, and checksums.json covers it)")
+    parent = next(q for q in (here if want == "dir" else here.parent, *here.parents) if q.exists())
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {shown(p, 200)}: {shown(parent, 200)} exists and is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {shown(p, 200)}: {shown(parent, 200)} is not writable")
+    if shutil.disk_usage(parent).free < room:
+        raise ConfigError(f"{flag} {shown(p, 200)}: less than {room // 2**20} MiB free on the disk that holds it")
+    return p

@@ -192,3 +192,44 @@ def test_a_finished_run_without_its_manifest_is_damaged_not_legacy(member_and_un
     assert main(["figures", str(run), "--out", str(tmp_path / "fig")]) == 2
     _one_error(capsys, "checksums.json is missing")
     assert not (tmp_path / "fig").exists()
+
+
+# every command that draws into a path: (argv builder, what the path is)
+OUTPUTS = {
+    "film": (lambda run, out: ["film", str(run), "--out", str(out)], "file"),
+    "page": (lambda run, out: ["page", str(run), "--out", str(out), "--no-film"], "file"),
+    "figures": (lambda run, out: ["figures", str(run), "--out", str(out)], "dir"),
+    "compare": (lambda run, out: ["compare", str(run), str(run.parent / "member_000"), "--out", str(out)], "dir"),
+}
+
+
+@pytest.mark.parametrize("where", ["inside the run", "in its tb", "a dir for a file", "a file for a dir",
+                                   "read-only parent"])
+@pytest.mark.parametrize("command", list(OUTPUTS))
+def test_every_output_path_is_checked_before_anything_is_drawn(member_and_unfinished, tmp_path, capsys, command,
+                                                                 where):
+    import os
+
+    run = member_and_unfinished[0]
+    argv, kind = OUTPUTS[command]
+    name = "x.gif" if command == "film" else "x.html" if command == "page" else "x"
+    (tmp_path / "dir.gif").mkdir()
+    (tmp_path / "afile").write_text("mine")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    out = {"inside the run": run / name, "in its tb": run / "tb" / name,
+           "a dir for a file": tmp_path / ("dir.gif" if kind == "file" else "afile"),
+           "a file for a dir": tmp_path / ("afile" if kind == "dir" else "dir.gif"),
+           "read-only parent": ro / name}[where]
+    if where == "a file for a dir" and kind == "file":
+        out = tmp_path / "afile" / name  # a file where its folder should be
+    if where == "read-only parent" and os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    ro.chmod(0o555)
+    before, before_tmp = tree_digest(run), tree_digest(tmp_path)
+    try:
+        assert main(argv(run, out)) == 2
+    finally:
+        ro.chmod(0o755)
+    _one_error(capsys, "--out")
+    assert tree_digest(run) == before and tree_digest(tmp_path) == before_tmp
