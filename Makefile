@@ -9,7 +9,7 @@ RUN     ?=
 TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
-        train-addition train-reversal train-tiny test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
+        train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
         book book-smoke book-findings train-addition-10 export-adder test-tl stability
 
 help:  ## list the targets
@@ -50,6 +50,12 @@ train-nanda: $(STAMP)  ## Nanda et al.'s modular addition, p = 113 (GPU scale)
 
 train-miiii: $(STAMP)  ## the paper's 29-task run, p = 113, 65,536 steps (GPU scale)
 	$(BIN)/python -m miiii train --preset miiii $(ARGS)
+
+train-miiii-cpu: $(STAMP)  ## miiii that groks every task on a CPU: the paper's recipe at p = 71, d 96 (results/miiii-cpu/results.md: odds and minutes)
+	$(BIN)/python -m miiii train --preset miiii-cpu $(ARGS)
+
+miiii-cpu-search: $(STAMP)  ## the search behind miiii-cpu (runs/miiii-cpu-search/, reused; each setting's command and time in results/miiii-cpu/results.md); OUT=results/miiii-cpu rewrites the bundle
+	$(BIN)/python -m experiments.miiii_cpu --out $(or $(OUT),runs/miiii-cpu) $(ARGS)
 
 train-miiii-masked: $(STAMP)  ## miiii with q in {2,3,5,7} out of the loss
 	$(BIN)/python -m miiii train --preset miiii-masked $(ARGS)

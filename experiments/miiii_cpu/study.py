@@ -39,6 +39,8 @@ class Setting:
     steps: int = 10_000
     seeds: int = 1
     solo: bool = False  # one `train` run instead of a sweep
+    preset: str = "miiii-paper-cpu"
+    own_cadence: bool = False  # the preset's own evaluation, chunk and kept checkpoints (not EVAL's)
 
 
 SEARCH = (
@@ -52,16 +54,18 @@ SEARCH = (
     Setting("E-p71-d64-tf07-40k", "the paper-cpu recipe, trained 8x longer", (), (), 40_000, solo=True),
     Setting("F-p71-d96-25k", "1.5x the width (room for every task's frequencies at both positions)",
             ("model.d_model=96",), (), 25_000, solo=True),
+    Setting("G-miiii-cpu", "the preset miiii-cpu as it is (F's recipe, 20k steps), over 5 seeds", (), (), 20_000,
+            seeds=5, preset="miiii-cpu", own_cadence=True),
 )
 
 
 def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
-    sets = [a for kv in (*s.sets, *EVAL) for a in ("--set", kv)]
+    sets = [a for kv in (*s.sets, *(() if s.own_cadence else EVAL)) for a in ("--set", kv)]
     if s.solo:
-        return ["train", "--preset", "miiii-paper-cpu", "--steps", str(s.steps), *sets, "--no-progress",
+        return ["train", "--preset", s.preset, "--steps", str(s.steps), *sets, "--no-progress",
                 "--run-dir", str(runs / s.name)]
-    return ["sweep", "--preset", "miiii-paper-cpu", "--seeds", str(s.seeds), *(["--grid", *s.grid] if s.grid else []),
+    return ["sweep", "--preset", s.preset, "--seeds", str(s.seeds), *(["--grid", *s.grid] if s.grid else []),
             "--steps", str(s.steps), *sets, "--no-progress", "--out", str(runs / s.name)]
 
 
