@@ -75,11 +75,13 @@ def _curve(ax, step, y, i, lab, **kw):
 def fig_loss(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
     for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
-        m = run.metrics
+        m = run.metrics_so_far
         step = m["step"] + 1  # step 0 on a log axis
         _curve(ax, step, np.nanmean(m["train_loss"], axis=-1), i, f"{lab} (train)")
         _curve(ax, step, np.nanmean(m["valid_loss"], axis=-1), i, f"{lab} (valid)", ls="--")
-    ax.set(xscale="log", yscale="log", xlabel="step + 1 (log)", ylabel="loss (mean over tasks, log)",
+    positive = any((np.asarray(ln.get_ydata(), float) > 0).any() for ln in ax.get_lines())
+    ax.set(xscale="log", yscale="log" if positive else "linear", xlabel="step + 1 (log)",
+           ylabel="loss (mean over tasks" + (", log)" if positive else ")"),
            title="Loss: train (solid) and validation (dashed)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     return save_figure(fig, out, "compare_loss")
@@ -87,8 +89,8 @@ def fig_loss(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
 
 def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
     """Validation accuracy per task (one panel each, up to MAX_TASK_PANELS) and its mean over tasks."""
-    names = [str(n) for n in runs[0].metrics["task_names"]]
-    shared = all([str(n) for n in r.metrics["task_names"]] == names for r in runs)
+    names = [str(n) for n in runs[0].metrics_so_far["task_names"]]
+    shared = all([str(n) for n in r.metrics_so_far["task_names"]] == names for r in runs)
     panels = (names[:MAX_TASK_PANELS] if shared and len(names) > 1 else []) + ["mean over tasks"]
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
@@ -96,7 +98,7 @@ def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
                              sharey=True, layout="constrained")
     for j, (ax, name) in enumerate(zip(axes.flat, panels, strict=False)):
         for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
-            m = run.metrics
+            m = run.metrics_so_far
             acc = m["valid_acc"][:, j] if name != "mean over tasks" else np.nanmean(m["valid_acc"], axis=-1)
             _curve(ax, m["step"] + 1, acc, i, lab)
         ax.set_title(name, fontsize=8)
@@ -114,22 +116,23 @@ def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
 
 
 def fig_grok(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
-    """Each task's grok step (first step at valid accuracy >= 0.99) per run; a task that never groks sits at the
-    run's end, hollow."""
-    names = [str(n) for n in runs[0].metrics["task_names"]]
+    """Each task's grok step (first step at valid accuracy >= 0.99) per run, at that task's own name: runs of
+    different tasks share only the names they have (nanda's task is not miiii's q=2); a task that never groks sits
+    at the run's last step, hollow."""
+    names = list(dict.fromkeys(str(n) for r in runs for n in r.metrics_so_far["task_names"]))
+    where = {n: k for k, n in enumerate(names)}
     fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(names) + 3), 3.6), layout="constrained")
     width = 0.8 / len(runs)
     for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
-        m = run.metrics
-        g = grok_steps(m["step"], m["valid_acc"])
-        x = np.arange(len(g)) - 0.4 + width * (i + 0.5)
+        m = run.metrics_so_far
+        g = grok_steps(m["step"], np.asarray(m["valid_acc"]))
+        x = np.array([where[str(n)] for n in m["task_names"]], float) - 0.4 + width * (i + 0.5)
         done = np.array([s is not None for s in g])
         y = np.array([s if s is not None else m["step"][-1] for s in g], dtype=float) + 1
         c = OKABE_ITO[i % len(OKABE_ITO)]
         ax.scatter(x[done], y[done], color=c, s=16, label=lab)
         ax.scatter(x[~done], y[~done], facecolors="none", edgecolors=c, s=16)
-    ax.set_xticks(range(len(names)), [str(n) for n in runs[0].metrics["task_names"]], fontsize=7,
-                  rotation=90 if len(names) > 8 else 0)
+    ax.set_xticks(range(len(names)), names, fontsize=7, rotation=90 if len(names) > 8 else 0)
     ax.set(yscale="log", xlabel="task", ylabel="grok step + 1 (log; hollow: not grokked)", title="Grok step per task")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     return save_figure(fig, out, "compare_grok")
@@ -139,5 +142,8 @@ def compare(paths: list[Path], out: Path) -> list[Path]:
     """The three comparison figures (PNG and PDF) of the runs (or sweeps' members) in `paths`."""
     dirs = expand(paths)
     runs = [load_run(d) for d in dirs]
+    empty = [r.path for r in runs if not len(r.metrics_so_far.get("step", ()))]
+    if empty:
+        raise ConfigError(f"{empty[0]} has no metrics yet (it stopped before its first evaluated step); leave it out")
     labs = labels(runs)
     return fig_loss(runs, labs, out) + fig_accuracy(runs, labs, out) + fig_grok(runs, labs, out)

@@ -20,7 +20,6 @@ from miiii.config import ConfigError
 from miiii.files import write_text_atomic
 from miiii.plotstyle import OKABE_ITO, markers, plt
 from miiii.run import Run, load_run
-from miiii.rundir import read_metrics_log
 
 PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -39,11 +38,6 @@ def _table(rows, head=None) -> str:
     cells = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     top = "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in head) + "</tr>" if head else ""
     return f"<table>{top}{cells}</table>"
-
-
-def written_metrics(run: Run) -> dict:
-    """metrics.npz, or for a solo run that has not finished (no metrics.npz yet) what metrics.jsonl holds so far."""
-    return run.metrics if len(run.metrics.get("step", ())) else read_metrics_log(run.path)
 
 
 def curves(m: dict) -> str:
@@ -72,7 +66,7 @@ def headline(run: Run) -> str:
     """'task: N steps (of M), P parameters, W s on BACKEND': what the summary holds, and for a sweep member or an
     unfinished run (whose summary lacks some of it) what its metrics and parameters say."""
     s, cfg = run.summary, run.config
-    m = written_metrics(run)
+    m = run.metrics_so_far
     done = int(np.max(m["step"])) + 1 if len(m.get("step", ())) else 0
     steps = s.get("steps", done)
     text = f"{cfg.task.name}: {steps:,} steps" + ("" if steps == cfg.train.steps else f" of {cfg.train.steps:,}")
@@ -110,7 +104,7 @@ def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
              f"{np.min(final[split]['task_acc']):.4f}") for split in ("train", "valid", "test") if split in final]
     parts += ["<h2>Summary</h2>", _table(rows, ("split", "loss", "accuracy (mean over tasks)", "lowest task"))
               if rows else "<p>No final evaluation yet: the run has not finished.</p>"]
-    m = written_metrics(run)
+    m = run.metrics_so_far
     parts += ["<h2>Curves</h2>", f"<img alt='loss and accuracy curves' src='{curves(m)}'>" if len(m.get("step", ()))
               else "<p>No metrics written yet.</p>"]
     grok = s.get("grok_step") or grok_so_far(m)

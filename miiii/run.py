@@ -30,6 +30,7 @@ from miiii.rundir import (
     read_config,
     read_member,
     read_metrics,
+    read_metrics_log,
     read_npy,
     read_params,
     read_summary,
@@ -58,6 +59,12 @@ class Run:
         return np.arange(len(self.acts[name])) * meta.get("every", 1)
 
     # ------------------------------------------------------------ the run as something to work with
+
+    @functools.cached_property
+    def metrics_so_far(self) -> dict:
+        """metrics.npz, or, for a solo run that has not finished (it writes metrics.npz at the end), what
+        metrics.jsonl holds so far (the evaluated steps)."""
+        return self.metrics if len(self.metrics.get("step", ())) else read_metrics_log(self.path)
 
     @functools.cached_property
     def member(self) -> dict:

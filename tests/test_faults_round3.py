@@ -233,3 +233,35 @@ def test_every_output_path_is_checked_before_anything_is_drawn(member_and_unfini
         ro.chmod(0o755)
     _one_error(capsys, "--out")
     assert tree_digest(run) == before and tree_digest(tmp_path) == before_tmp
+
+
+def test_compare_puts_each_runs_grok_steps_under_its_own_task_names(tmp_path):
+    """nanda's one task and miiii's q=2 are different tasks: the grok figure's ticks are the union of the names, each
+    run's points at its own."""
+    from miiii import compare as C
+    from miiii.runner import train_run
+
+    runs = []
+    for preset in ("nanda-tiny", "miiii-tiny"):
+        train_run(apply_overrides(get_preset(preset), TINY), tmp_path / preset, progress=False, tensorboard=False)
+        runs.append(tmp_path / preset)
+    seen = {}
+    real = C.save_figure
+
+    def keep(fig, out, name):
+        seen[name] = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        return real(fig, out, name)
+
+    C.save_figure = keep
+    try:
+        C.compare(runs, tmp_path / "cmp")
+    finally:
+        C.save_figure = real
+    assert seen["compare_grok"] == ["mod 11", "q=2", "q=3", "q=5", "q=7"]  # nanda's task beside miiii's four
+
+
+def test_compare_reads_a_run_that_has_not_finished(member_and_unfinished, tmp_path):
+    from miiii import compare as C
+
+    paths = C.compare([member_and_unfinished[1], member_and_unfinished[0]], tmp_path / "cmp")
+    assert any(p.name == "compare_loss.png" for p in paths)
