@@ -54,7 +54,7 @@ SEARCH = (
     Setting("E-p71-d64-tf07-40k", "the paper-cpu recipe, trained 8x longer", (), (), 40_000, solo=True),
     Setting("F-p71-d96-25k", "1.5x the width (room for every task's frequencies at both positions)",
             ("model.d_model=96",), (), 25_000, solo=True),
-    Setting("G-miiii-cpu", "the preset miiii-cpu as it is (F's recipe, 20k steps), over 5 seeds", (), (), 20_000,
+    Setting("G-miiii-cpu", "the preset miiii-cpu as it is (F's recipe, 25k steps), over 5 seeds", (), (), 25_000,
             seeds=5, preset="miiii-cpu", own_cadence=True),
 )
 
