@@ -65,14 +65,18 @@ def distribution(runs: list[dict], budget: int) -> dict:
                 edge_cases=[f"{r.get('edge_cases', '–')}/{r.get('n_edge_cases', '–')}" for r in runs])
 
 
+MEMORIZING = 0.5  # held-out exact match below this: the book's memorization phase (ch. 3's log: 0-1 %, loss ≈ 1.34)
+
+
 def rule_stays_memorizing(no_wd: list[dict], control: list[dict]) -> bool | None:
-    """holds if at weight decay 0 no seed groks (≥ 99 % autoregressive) within the budget and every seed memorises
-    (its final training loss below the loss floor, which only a model that memorises training pairs reaches),
-    while at the book's weight decay 0.01 (the control) at least one seed groks; not testable when the control does
-    not grok either. "Indefinitely" is judged within the budget only."""
+    """holds if at weight decay 0 every seed ends the budget in the memorization regime as the book's chapter 3 log
+    shows it (held-out autoregressive exact match below 50 %: the plateau at 0-1 %, not a grokked model), while at
+    the book's weight decay 0.01 (the control) at least one seed groks (≥ 99 %); not testable when the control does
+    not grok either. "Indefinitely" is judged within the budget only. (The training loss is no test: generalising
+    runs end on both sides of the population floor.)"""
     if not no_wd or not any(r["valid_autoregressive_acc"] >= 0.99 for r in control):
         return None
-    return all(r["valid_autoregressive_acc"] < 0.99 and r["final_epoch_loss"] < r["loss_floor"] for r in no_wd)
+    return all(r["valid_autoregressive_acc"] < MEMORIZING for r in no_wd)
 
 
 def agree(a: dict, b: dict) -> bool:

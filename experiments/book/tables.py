@@ -15,6 +15,7 @@ from experiments.book.records import (  # noqa: E402
     CURVE_PLATEAU,
     GAP_ALPHA,
     GAP_COMPARISONS,
+    MEMORIZING,
     agree,
     book_curve,
     compare,
@@ -185,8 +186,10 @@ def book_recipe_claims(groups: dict, budget: int) -> list[str]:
     grok0, grokc = (sum(r["valid_autoregressive_acc"] >= 0.99 for r in g) for g in (no_wd, control))
     floor = no_wd[0]["loss_floor"] if no_wd else float("nan")
     mean = sum(r["final_epoch_loss"] for r in no_wd) / max(len(no_wd), 1)
-    measured = (f"weight decay 0: {grok0}/{len(no_wd)} grok within {budget} epochs, {below}/{len(no_wd)} with the "
-                f"training loss below the floor {floor:.4f} (mean {mean:.4f})"
+    plateau = sum(r["valid_autoregressive_acc"] < MEMORIZING for r in no_wd)
+    measured = (f"weight decay 0: {grok0}/{len(no_wd)} grok within {budget} epochs, {plateau}/{len(no_wd)} end on "
+                f"the plateau (held-out < {MEMORIZING:.0%}); {below}/{len(no_wd)} with the training loss below the "
+                f"floor {floor:.4f} (mean {mean:.4f}; not part of the rule)"
                 f"; control, weight decay 0.01: {grokc}/{len(control)} grok") if no_wd else "no run at weight decay 0"
     verdict = {True: "holds", False: "does not hold", None: "not testable"}[holds]
     rule = " ".join(rule_stays_memorizing.__doc__.split())
