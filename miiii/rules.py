@@ -168,3 +168,16 @@ def rule_basis(acc: float, chance: float, gini_basis: float, gini_miiii: float |
     """holds if the shuffled-label run's mean validation accuracy stays within 0.05 of chance and its W_E Fourier
     spectrum is flatter (a lower Gini of the frequency norms) than miiii's."""
     return bool(acc < chance + 0.05 and (gini_miiii is None or gini_basis < gini_miiii))
+
+
+def rule_only_primes(no_zero: list[int], primes: list[int]) -> bool:
+    """holds if the samples whose target vector holds no zero are exactly the primes among them."""
+    return sorted(no_zero) == sorted(primes)
+
+
+ABOUT = 0.25  # "about": within 25 % of the true value
+
+
+def rule_about(stated: float, true: float) -> bool:
+    """holds if the paper's estimate lies within 25 % of the true value."""
+    return bool(abs(stated - true) <= ABOUT * abs(true))

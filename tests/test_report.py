@@ -2,6 +2,7 @@
 (Fig. 8's ticks, Table 3's count) checked against literal transcriptions of that code."""
 
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -238,3 +239,28 @@ def test_harder_slower_is_controlled_by_the_shuffled_label_run(basis_steps, verd
                 "run": {"steps": 100, "dropout": dropout}}
     runs = {"nanda": [m([50])], "miiii": [m([10, None, None])], "basis": [m(basis_steps)]}
     assert R.judge(claim, runs)["verdict"] == verdict
+
+
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, int(n**0.5) + 1))
+
+
+@pytest.mark.parametrize("p", [11, 13, 71])
+def test_the_no_zeros_claim_against_trial_division(p):
+    """As written ('primes are the only samples whose target vector contains no zeros') it fails for every p: n = 1
+    has no zero and every prime below p is a multiple of itself; past one digit (p <= n < p²) it holds."""
+    qs = [q for q in range(2, p) if _is_prime(q)]
+    for key, start in (("no-zeros-0", 0), ("no-zeros-p", p)):
+        claim = next(c for c in R.CLAIMS if c.key == key)
+        reading = claim.read({"miiii": {"run": {"p": p}}})
+        no_zero, primes = reading.args
+        assert no_zero == [n for n in range(start, p * p) if all(n % q for q in qs)]
+        assert primes == [n for n in range(start, p * p) if _is_prime(n)]
+        assert R.rule_only_primes(*reading.args) is (start == p)
+
+
+def test_about_is_within_a_quarter_both_ways():
+    n = 5041
+    true = sum(_is_prime(k) for k in range(n))
+    assert R.rule_about(n / math.log(n), true) and not R.rule_about(n * math.log(n), true)
+    assert not R.rule_about(true * 1.3, true) and R.rule_about(true * 0.8, true)

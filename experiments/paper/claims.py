@@ -32,6 +32,7 @@ from miiii.rules import (  # the rules and their constants; tests reach them as 
     PAPER_STEPS,
     SMALL,
     printed_rule,
+    rule_about,
     rule_all_grok,
     rule_band,
     rule_basis,
@@ -44,6 +45,7 @@ from miiii.rules import (  # the rules and their constants; tests reach them as 
     rule_no_particular_order,
     rule_not_delayed,
     rule_one_digit_per_head,
+    rule_only_primes,
     rule_order_matters,
     rule_overfits_all_but,
     rule_perfect,
@@ -263,6 +265,41 @@ def _slower(r):
                    (ns, m["grok_step"], steps), "nanda does not grok" if ns is None else "")
 
 
+def _primes_below(n: int) -> list[int]:
+    sieve = np.ones(n, bool)
+    sieve[:2] = False
+    for k in range(2, int(n**0.5) + 1):
+        if sieve[k]:
+            sieve[k * k::k] = False
+    return [int(x) for x in np.flatnonzero(sieve)]
+
+
+def _no_zero(lower: str):
+    """The samples n (from 0, or from p as the paper's grid has them past one digit) whose remainders mod every
+    prime q < p are all non-zero, beside the primes among them: a function of p alone, no training."""
+    def read(r):
+        p = r["miiii"]["run"]["p"]
+        qs, start = _primes_below(p), 0 if lower == "0" else p
+        n = np.arange(start, p * p)
+        no_zero = n[np.all(n[:, None] % np.asarray(qs)[None, :] != 0, axis=1)].tolist()
+        primes = [x for x in _primes_below(p * p) if x >= start]
+        extra, missed = sorted(set(no_zero) - set(primes)), sorted(set(primes) - set(no_zero))
+        text = (f"p = {p}: {len(no_zero)} samples without a zero, {len(primes)} primes in [{start}, {p * p}); "
+                f"not prime: {extra[:5] or 'none'}; primes with a zero: {len(missed)} ({missed[:5] or 'none'}"
+                f"{' …' if len(missed) > 5 else ''})")
+        return Reading(text, {"samples without a zero": len(no_zero), "primes": len(primes)}, (no_zero, primes))
+    return read
+
+
+def _prime_count(r):
+    """π(n) against the paper's n ln n at n = p², the grid's size."""
+    n = r["miiii"]["run"]["p"] ** 2
+    true = len(_primes_below(n))
+    stated = n * float(np.log(n))
+    return Reading(f"n = p² = {n}: π(n) = {true}; n ln n = {stated:,.0f}; n / ln n = {n / np.log(n):,.0f}",
+                   {"pi(n)": true, "n ln n": stated}, (stated, true))
+
+
 def _nodropout(r):
     m = r["nodropout"]
     tr, va = by_q(m, "train"), by_q(m)
@@ -277,6 +314,7 @@ def _nodropout(r):
 SEC_HP = "§Results and analysis › Hyper-parameter optimization"
 SEC_PERF = "§Results and analysis › Model performance, Fig. 5"
 SEC_EMB = "§Results and analysis › Embeddings"
+SEC_TASK = "§Introduction (about the task itself: a function of p, no training)"
 TABLE3 = ("project: dominance, mean + 2 std per step", "original: neuron 0, mean + 1 std",
           "original: neuron 0, mean + 2 std", "original: mean over neurons, mean + 1 std",
           "original: mean over neurons, mean + 2 std")
@@ -340,6 +378,12 @@ CLAIMS = (
           "not notably delayed", rule_not_delayed, ("masked", "miiii"), _not_delayed, paraphrase=True),
     Claim("no-dropout", "with dropout off the model overfits every task but q ∈ {2, 3}", "Appendix (no dropout)",
           "overfits all but 2, 3", rule_overfits_all_but, ("nodropout",), _nodropout, paraphrase=True),
+    *(Claim(f"no-zeros-{lower}", "primes are the only samples whose target vector contains no zeros, since it is not a "
+            "multiple of any of the factors q", SEC_TASK, "no zeros ⇔ prime", rule_only_primes, ("miiii",),
+            _no_zero(lower), definition=what) for lower, what in
+      (("0", "as written: every sample, 0 ≤ n < p²"), ("p", "a reading: the samples past one digit, p ≤ n < p²"))),
+    Claim("prime-count", "There are about n ln(n) primes less than n", SEC_TASK, "n ln n", rule_about, ("miiii",),
+          _prime_count),
 )
 
 
