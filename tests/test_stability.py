@@ -98,3 +98,10 @@ def test_committed_bundle_equals_its_regeneration():
     assert set(summaries) == {"nanda", "miiii"}
     for s in summaries.values():
         assert {len(ms) for ms in s["settings"].values()} == {3}  # >= 3 seeds in every setting
+
+
+def test_prevents_sc_reads_the_onset_of_every_task_both_ways():
+    from experiments.stability import rules as SR
+
+    assert SR.rule_prevents_sc({"onset": {"q=2": None, "q=3": None}}) is True
+    assert SR.rule_prevents_sc({"onset": {"q=2": None, "q=3": 133}}) is False

@@ -29,12 +29,16 @@ CLAIMS = (
      SOURCE, R.rule_sc_stops, ("no wd", "weight decay")),
     ("\"[…] mitigating SC leads to grokking without regularization\" (float64 softmax)",
      SOURCE, R.rule_enables, ("no wd, float64", "no wd", "weight decay")),
-    ("\"StableMax, a new activation function that prevents SC and enables grokking without regularization\"",
-     SOURCE, R.rule_enables, ("no wd, StableMax", "no wd", "weight decay")),
+    ("\"StableMax, a new activation function that prevents SC and enables grokking without regularization\" "
+     "(its first half: prevents SC)", SOURCE, R.rule_prevents_sc, ("no wd, StableMax",)),
+    ("\"StableMax, a new activation function that prevents SC and enables grokking without regularization\" "
+     "(its second half: enables grokking)", SOURCE, R.rule_enables, ("no wd, StableMax", "no wd", "weight decay")),
     ("\"⊥Grad, a training algorithm that leads to quick generalization in grokking tasks by preventing NLM "
      "altogether\" (groks without weight decay)", SOURCE, R.rule_enables, ("no wd, ⊥Grad", "no wd", "weight decay")),
     ("\"⊥Grad […] leads to quick generalization\" (sooner than with weight decay)", SOURCE, R.rule_quick,
      ("no wd, ⊥Grad", "weight decay")),
+    ("\"We show that SC prevents grokking\" (on the float16 runs, whose softmax collapses soonest)", SOURCE,
+     R.rule_sc_stops, ("no wd, float16", "weight decay")),
     ("collapse comes earlier in lower precision", FIG2, R.rule_precision,
      ("no wd, float16", "no wd", "no wd, float64")),
 )

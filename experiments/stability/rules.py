@@ -33,6 +33,12 @@ def rule_sc_stops(nowd: dict, wd: dict) -> bool | None:
     return bool(all(nowd["grok"][q] is None for q in hit) and np.median([nowd["gain"][q] for q in hit]) < STALLED)
 
 
+def rule_prevents_sc(mitigated: dict) -> bool:
+    """holds if no task of the run reaches Softmax Collapse (half of its training samples with a correct-class
+    probability of exactly 1, read from the run's own normalisation: StableMax's under StableMax)."""
+    return all(t is None for t in mitigated["onset"].values())
+
+
 def rule_enables(mitigated: dict, nowd: dict, wd: dict) -> bool | None:
     """holds if the mitigated run without weight decay groks at least as many tasks as the same seed with weight
     decay, and more than the float32 softmax run without weight decay; not testable when that run groks as many
