@@ -264,3 +264,11 @@ def test_about_is_within_a_quarter_both_ways():
     true = sum(_is_prime(k) for k in range(n))
     assert R.rule_about(n / math.log(n), true) and not R.rule_about(n * math.log(n), true)
     assert not R.rule_about(true * 1.3, true) and R.rule_about(true * 0.8, true)
+
+
+def test_the_task_count_claim_counts_the_primes_below_p():
+    claim = next(c for c in R.CLAIMS if c.key == "task-count")
+    reading = claim.read({"miiii": {"run": {"p": 113}, "task_names": [f"q={q}" for q in PRIMES_113]}})
+    stated, true = reading.args
+    assert true == 29 == len(PRIMES_113) and stated == pytest.approx(113 * math.log(113))
+    assert R.rule_about(*reading.args) is False and R.rule_about(113 / math.log(113), 29) is True

@@ -300,6 +300,15 @@ def _prime_count(r):
                    {"pi(n)": true, "n ln n": stated}, (stated, true))
 
 
+def _task_count(r):
+    """The number of tasks (the primes below p) against the paper's p ln p."""
+    p = r["miiii"]["run"]["p"]
+    true, stated = len(_primes_below(p)), p * float(np.log(p))
+    return Reading(f"p = {p}: {true} tasks (primes below p; {len(m) if (m := r['miiii'].get('task_names')) else '?'} "
+                   f"in the run); p ln p = {stated:,.0f}; p / ln p = {p / np.log(p):,.0f}",
+                   {"tasks": true, "p ln p": stated}, (stated, true))
+
+
 def _nodropout(r):
     m = r["nodropout"]
     tr, va = by_q(m, "train"), by_q(m)
@@ -384,6 +393,8 @@ CLAIMS = (
       (("0", "as written: every sample, 0 ≤ n < p²"), ("p", "a reading: the samples past one digit, p ≤ n < p²"))),
     Claim("prime-count", "There are about n ln(n) primes less than n", SEC_TASK, "n ln n", rule_about, ("miiii",),
           _prime_count),
+    Claim("task-count", "two splits (train/valid) about p ln(p) tasks", "§Methods › Visualization (a "
+          "function of p, no training)", "p ln p", rule_about, ("miiii",), _task_count),
 )
 
 
