@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from miiii.config import LOSS_DTYPES, LOSSES, OPTIMIZERS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -92,10 +94,11 @@ BAD = [
     (["train", "--preset", "nanda-tiny", "--steps", "many"], "invalid int"),
     (["train", "--preset", "addition-tiny", "--set", "n_train=9990"], "split impossible"),
     (["train", "--preset", "reversal-tiny", "--set", "batch_size=20000"], "batch_size"),
-    (["train", "--preset", "nanda-tiny", "--set", "loss=foo"], "train.loss = 'foo': choose one of softmax, stablemax"),
-    (["train", "--preset", "nanda-tiny", "--set", "optimizer=sgdx"], "choose one of adamw, muon"),
+    (["train", "--preset", "nanda-tiny", "--set", "loss=foo"],
+     "train.loss = 'foo': choose one of " + ", ".join(LOSSES)),
+    (["train", "--preset", "nanda-tiny", "--set", "optimizer=sgdx"], f"choose one of {', '.join(OPTIMIZERS)}"),
     (["train", "--preset", "nanda-tiny", "--set", "optimizer=adam"], "(did you mean 'adamw'?)"),
-    (["train", "--preset", "nanda-tiny", "--set", "loss_dtype=float128"], "choose one of float16, float32, float64"),
+    (["train", "--preset", "nanda-tiny", "--set", "loss_dtype=float128"], f"choose one of {', '.join(LOSS_DTYPES)}"),
     (["train", "--preset", "nanda-tiny", "--set", "orthograd=maybe"], "takes a bool"),
     (["frobnicate"], "invalid choice"),
     (["sweep", "--preset", "nanda-tiny", "--grid", "d_model=64,128"], "cannot be swept"),

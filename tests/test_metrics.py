@@ -25,8 +25,11 @@ def test_the_table_gives_shapes_and_log_columns():
     by = {m.name: m for m in M.METRICS}
     assert M.metric_shape(by["loss"], 3, 5) == () and M.metric_shape(by["valid_acc"], 3, 5) == (3,)
     assert M.metric_shape(by["grad_norm"], 3, 5) == (5,)
-    assert M.log_columns(["a"], ["W"]) == ["loss", "train_loss/a", "train_acc/a", "valid_loss/a", "valid_acc/a",
-                                           "weight_norm/W", "weight_norm_total", "softmax_collapse/a", "max_logit"]
+    cols = M.log_columns(["a", "b"], ["W"])  # read against the registry, so a new metric breaks nothing here
+    suffix = {"scalar": [""], "task": ["/a", "/b"], "param": ["/W"]}
+    assert cols == [m.name + s for m in M.METRICS if m.logged for s in suffix[m.kind]]
+    assert {"loss", "valid_acc/a", "valid_acc/b"} <= set(cols)
+    assert not [c for c in cols if c.split("/")[0] in {m.name for m in M.METRICS if not m.logged}]
 
 
 def _abs_max(c):

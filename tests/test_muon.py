@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _runhelp import Crash, assert_same_run, assert_trains, crash_at, train_chunks
 
-from miiii.config import OptimConfig, apply_overrides
+from miiii.config import OPTIMIZERS, OptimConfig, apply_overrides
 from miiii.errors import ConfigError
 from miiii.optim import make_optimizer, muon_labels
 from miiii.presets import get_preset
@@ -83,7 +83,7 @@ def test_adamw_side_is_plain_adamw_and_muon_side_orthogonalises_the_fused_matrix
 
 
 def test_bad_optimizer_is_one_config_error_with_the_choices():
-    with pytest.raises(ConfigError, match=r"optim.optimizer = 'sgdx': choose one of adamw, muon$"):
+    with pytest.raises(ConfigError, match=rf"optim.optimizer = 'sgdx': choose one of {', '.join(OPTIMIZERS)}$"):
         validate(apply_overrides(get_preset("nanda-tiny"), ["optimizer=sgdx"]))
     with pytest.raises(ConfigError, match="did you mean 'adamw'"):
         validate(apply_overrides(get_preset("nanda-tiny"), ["optimizer=adam"]))
