@@ -353,9 +353,15 @@ class SweepRun:
                                       f"in {self.out_dir}; continue with: python -m miiii sweep --resume "
                                       f"{self.out_dir}")
                 snap_at = snap_steps(done, m, self.kept)
+                if i == 0 and self.writer:  # the bar stands still until the first chunk has compiled and run
+                    tqdm.write(f"compiling and running the first chunk ({m} steps x {n} members)…", file=sys.stderr)
+                    t_first = time.perf_counter()
                 with trace_chunk(profile if i == traced and self.writer else None, i, done, m, compiles):
                     states, out = self.chunk(states, data, m, self.counts(done, m), snap_at)
                     out = fetch(out)
+                if i == 0 and self.writer:
+                    tqdm.write(f"first chunk: {time.perf_counter() - t_first:.0f} s (its compile included)",
+                               file=sys.stderr)
                 for key, h in self.hist.items():
                     h[:, done:done + m] = out.metrics[key]
                 for j in mark_diverged(self.hist, diverged, done, done + m):
