@@ -235,6 +235,7 @@ def test_every_output_path_is_checked_before_anything_is_drawn(member_and_unfini
     assert tree_digest(run) == before and tree_digest(tmp_path) == before_tmp
 
 
+@pytest.mark.study  # make test-studies: two runs of two tasks trained end to end
 def test_compare_puts_each_runs_grok_steps_under_its_own_task_names(tmp_path):
     """nanda's one task and miiii's q=2 are different tasks: the grok figure's ticks are the union of the names, each
     run's points at its own."""

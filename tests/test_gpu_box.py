@@ -210,6 +210,7 @@ def _bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
 
 
+@pytest.mark.study  # make test-studies: four small runs trained end to end, kept out of make test's 10 minutes
 def test_the_plan_holds_to_the_bytes_small_runs_write(tmp_path, capsys):
     from experiments.paper import study
 
