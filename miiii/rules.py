@@ -95,13 +95,15 @@ def rule_all_grok(grok: dict) -> bool:
 
 def rule_not_delayed(masked: dict, plain: dict, steps: int) -> bool | None:
     """holds if as many tasks q > 7 grok in the masked run as in the unmasked one and the median delay (masked grok
-    step − unmasked grok step) over the tasks that grok in both is at most 10 % of the run's steps; not testable when
-    fewer than 3 tasks grok in both."""
-    both = [q for q in masked if q not in SMALL and masked[q] is not None and plain.get(q) is not None]
-    if len(both) < MIN_SHARED_TASKS:
+    step − unmasked grok step) over the tasks q > 7 that grok in either run is at most 10 % of the run's steps, a
+    task that does not grok counting as grokking just after the run's last step (a task only the masked run groks
+    is early there); not testable when fewer than 3 tasks q > 7 grok in either run."""
+    late = lambda s: steps + 1 if s is None else s  # noqa: E731
+    either = [q for q in masked if q not in SMALL and (masked[q] is not None or plain.get(q) is not None)]
+    if len(either) < MIN_SHARED_TASKS:
         return None
     n_m, n_p = (sum(s is not None for q, s in t.items() if q not in SMALL) for t in (masked, plain))
-    return bool(n_m >= n_p and np.median([masked[q] - plain[q] for q in both]) <= NOT_NOTABLE * steps)
+    return bool(n_m >= n_p and np.median([late(masked[q]) - late(plain.get(q)) for q in either]) <= NOT_NOTABLE * steps)
 
 
 def rule_slower(nanda_step, miiii_steps: list, steps: int) -> bool | None:

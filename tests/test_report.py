@@ -118,7 +118,11 @@ def test_masked_not_delayed_and_harder_slower():
     assert R.rule_not_delayed(plain | {2: None}, plain, 5000) is True
     assert R.rule_not_delayed({q: s + 1000 for q, s in plain.items()}, plain, 5000) is False  # 20 % later
     assert R.rule_not_delayed(plain | {23: None}, plain, 5000) is False  # fewer grok
-    assert R.rule_not_delayed({11: 5, 13: 6}, {11: 5, 13: 6}, 5000) is None  # too few in both
+    assert R.rule_not_delayed({11: 5, 13: 6}, {11: 5, 13: 6}, 5000) is None  # too few in either
+    # the masked run groks tasks the unmasked one never does: earlier, not delayed (the CPU bundle's 5, 6, 5 vs 3, 1, 0)
+    assert R.rule_not_delayed({11: 900, 13: 950, 17: 990, 19: None}, {11: None, 13: None, 17: None, 19: None},
+                              1000) is True
+    assert R.rule_not_delayed({11: None, 13: None, 17: 990}, {11: 100, 13: 120, 17: 130}, 1000) is False
     assert R.rule_slower(300, [100, 200, 5000, None, None], 5000) is True  # median task after nanda
     assert R.rule_slower(300, [100, 200, 250, 260, None], 5000) is False
     assert R.rule_slower(None, [100], 5000) is None

@@ -178,12 +178,15 @@ def _masked_all(r):
 
 def _not_delayed(r):
     gm, gp = grok(r["masked"]), grok(r["miiii"])
-    both = [q for q in gm if q not in SMALL and gm[q] is not None and gp.get(q) is not None]
-    delay = float(np.median([gm[q] - gp[q] for q in both])) if both else None
+    steps = r["miiii"]["run"]["steps"]
+    late = lambda s: steps + 1 if s is None else s  # noqa: E731
+    either = [q for q in gm if q not in SMALL and (gm[q] is not None or gp.get(q) is not None)]
+    delay = float(np.median([late(gm[q]) - late(gp.get(q)) for q in either])) if either else None
     n_m, n_p = (sum(s is not None for q, s in g.items() if q not in SMALL) for g in (gm, gp))
-    why = f"fewer than {MIN_SHARED_TASKS} tasks q > 7 grok in both runs" if len(both) < MIN_SHARED_TASKS else ""
-    return Reading(f"tasks q > 7 grokked: masked {n_m}, unmasked {n_p}; in both {len(both)}, median delay "
-                   f"{fmt(delay)} steps", {"median delay": delay}, (gm, gp, r["miiii"]["run"]["steps"]), why)
+    why = f"fewer than {MIN_SHARED_TASKS} tasks q > 7 grok in either run" if len(either) < MIN_SHARED_TASKS else ""
+    return Reading(f"tasks q > 7 grokked: masked {n_m}, unmasked {n_p}; in either {len(either)}, median delay "
+                   f"{fmt(delay)} steps (a task not grokked: just after the run's end)", {"median delay": delay},
+                   (gm, gp, steps), why)
 
 
 def _slower(r):
