@@ -26,6 +26,18 @@ from miiii.record import Recording
 from miiii.rundir import ACTS, ACTS_INPUTS, regular_file
 
 
+def npy_header(dtype, shape: tuple) -> bytes:
+    """The bytes np.lib.format.open_memmap writes before the data of a C-ordered (shape, dtype) array."""
+    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    buf = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(buf, d)
+    except ValueError:  # a header over 64 KiB: format 2.0, as numpy itself falls back
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_2_0(buf, d)
+    return buf.getvalue()
+
+
 def _write_rows(f, offset: int, rows: np.ndarray) -> None:
     """The one place activation bytes go to disk (tests patch it to simulate a full disk).
 
@@ -85,6 +97,10 @@ class Recorder:
                     if mm.shape != a.full_shape or mm.dtype != np.dtype(a.dtype):
                         raise ConfigError(f"{path} is damaged: shape {mm.shape} {mm.dtype}, the config needs "
                                           f"{a.full_shape} {a.dtype}; the run cannot be resumed")
+                    with open(path, "rb") as f:  # the header, byte for byte: the rows' crc32s do not cover it
+                        if f.read(mm.offset) != npy_header(a.dtype, a.full_shape):
+                            raise ConfigError(f"{path} is damaged: its .npy header differs from the one this run "
+                                              "writes (edited?); the run cannot be resumed")
                 offset = mm.offset
                 del mm
                 row = math.prod(a.shape) * np.dtype(a.dtype).itemsize

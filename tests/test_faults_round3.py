@@ -266,3 +266,21 @@ def test_compare_reads_a_run_that_has_not_finished(member_and_unfinished, tmp_pa
 
     paths = C.compare([member_and_unfinished[1], member_and_unfinished[0]], tmp_path / "cmp")
     assert any(p.name == "compare_loss.png" for p in paths)
+
+
+def test_a_resume_refuses_an_npy_whose_header_was_edited(tmp_path, capsys):
+    """The rows' crc32s do not cover an .npy header: an edit of it (here fortran_order, same length) is refused by
+    the resume before anything changes, instead of a run that finishes and then fails to load."""
+    from miiii.runner import train_run
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10"])
+    with pytest.raises(Crash):
+        train_run(cfg, tmp_path / "run", progress=False, on_chunk=crash_at(20), tensorboard=False)
+    npy = next((tmp_path / "run" / "acts").glob("*hook_post*.npy"))
+    raw = npy.read_bytes()
+    assert b"'fortran_order': False" in raw[:128]
+    npy.write_bytes(raw.replace(b"'fortran_order': False", b"'fortran_order': True ", 1))
+    before = tree_digest(tmp_path / "run")
+    assert main(["train", "--resume", str(tmp_path / "run"), "--no-progress"]) == 2
+    _one_error(capsys, "header")
+    assert tree_digest(tmp_path / "run") == before
