@@ -9,6 +9,7 @@ checksum is written; `--resume` trusts only steps with a matching checksum.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import jax
@@ -144,45 +145,36 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
     rebuild = check_manifest(run_dir, REBUILT) or []  # a finished run's other files must be as written
     task = prepare(cfg)
     trainer, rec = build(cfg, task)
-    with StopFlag() as stop, RunLock(run_dir):
+    with StopFlag() as stop, RunLock(run_dir), contextlib.ExitStack() as release:
+        # `release` closes whatever is open when anything below raises, once; the session takes both over
         metrics = read_metrics(run_dir, complete=("loss",), optional=tuple(m.name for m in trainer.metrics))
         added = [m.name for m in trainer.metrics if m.name not in metrics]  # metrics.METRICS grew since the run began
-        ckpts = Checkpoints(run_dir, cfg.ckpt.keep, cfg)
+        ckpts = release.enter_context(contextlib.closing(Checkpoints(run_dir, cfg.ckpt.keep, cfg)))
         template = jax.eval_shape(trainer.init, cfg.train.seed)
         state, skipped = ckpts.restore_good(template, at_most=len(metrics.get("step", [])))
         for why in skipped:
             say(f"warning: {why}; falling back to an older checkpoint")
         if state is None:
-            ckpts.close()
             raise ConfigError(f"{run_dir}: no checkpoint can be resumed from ({'; '.join(skipped) or 'none saved'})")
         s = int(state.step)
-        try:
-            check_metrics_rows(run_dir, metrics, s, read_ckpt_meta(run_dir))
-        except ConfigError:
-            ckpts.close()
-            raise
+        finished = s == cfg.train.steps
+        check_metrics_rows(run_dir, metrics, s, read_ckpt_meta(run_dir))
         index = {}
         if rec.arrays:
             index = read_acts_index(run_dir)
             if index.get("complete_step", -1) < s:
-                ckpts.close()
                 raise ConfigError(f"{run_dir / 'acts'} holds activations up to step {index.get('complete_step')} "
                                   f"only, older than checkpoint {s}: the activation files are damaged")
-        recorder = Recorder(run_dir, rec, create=False)
-        try:
-            recorder.resume(index, s, index.get("finished", False) and s == cfg.train.steps)
-            summary = final_summary(run_dir, state, rebuild, recorder.inputs_damaged) if s == cfg.train.steps else {}
-        except BaseException:
-            recorder.close()
-            ckpts.close()
-            raise
-        if s == cfg.train.steps and summary and not skipped:
-            recorder.close()
-            ckpts.close()
+        recorder = release.enter_context(contextlib.closing(Recorder(run_dir, rec, create=False)))
+        recorder.resume(index, s, index.get("finished", False) and finished)
+        summary = final_summary(run_dir, state, rebuild, recorder.inputs_damaged) if finished else {}
+        if finished and summary and not skipped:
             say(f"{run_dir} already finished ({s} steps); nothing to do")
             return summary
         say(f"resuming {run_dir} from step {s} of {cfg.train.steps}")
         session = Session(cfg, task, trainer, run_dir, recorder, ckpts, tensorboard=tensorboard, profile=profile)
+        release.pop_all()  # the session closes the recorder and the checkpoints now
+        release.callback(session.close)
         try:
             ckpts.delete_after(s)
             remove_summary(run_dir)
@@ -192,13 +184,10 @@ def resume_run(run_dir: str | Path, cfg: RunConfig | None = None, progress: bool
             if added:
                 say(f"note: {', '.join(added)} did not exist when this run began: NaN before step {s}")
             session.save_metrics(s)
-            recorder.commit(s, index.get("finished", False) and s == cfg.train.steps)
+            recorder.commit(s, index.get("finished", False) and finished)
         except RunError as e:
-            session.close()
             raise then(e, f"the run stopped; resume it from checkpoint {s} with --resume once fixed") from None
-        except BaseException:
-            session.close()
-            raise
+        release.pop_all()  # session.run closes the session itself, however it ends
         return session.run(state, progress, on_chunk, resumed_from=s, stop=stop)
 
 
