@@ -229,7 +229,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
         "AdderBoard: 10-digit addition, the book's model (18,400 params), digit-block curriculum, 12k steps",
     ),
     "miiii-cpu": (MIIII_CPU, "make train-miiii-cpu: x0 + 71*x1 mod each of the 19 primes < 71, the paper's recipe at "
-                             "d 96, 70 % train, 25k steps: most tasks grok, not yet all (results/miiii-cpu/results.md)"),
+                             "d 96, 70 % train, 25k steps: most tasks grok, not all (results/miiii-cpu/results.md)"),
     "nanda-cpu": (
         # measured on 2 CPU cores: train set fit at step 99, validation ~0.45 until step 400, >= 0.99 at 750;
         # 3,000 steps in ~52 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
