@@ -137,8 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     fm.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run with a per-step recording")
     fm.add_argument("--out", type=Path, required=True, metavar="FILE",
                     help="FILE.gif (Pillow), or FILE.mp4 (needs ffmpeg on the PATH)")
-    fm.add_argument("--fps", type=float, default=8.0, help="frames per second (default 8)")
-    fm.add_argument("--frames", type=int, default=60, help="at most this many frames, log-spaced (default 60)")
+    fm.add_argument("--fps", type=float, default=8.0, help="frames per second, 0.1 .. 100 (default 8)")
+    fm.add_argument("--frames", type=int, default=60,
+                    help="at most this many frames, log-spaced, 2 .. 500 (default 60)")
     pg = sub.add_parser("page", help="a run on one self-contained HTML page (images inline, no network)",
                         description="One HTML file: summary, curves, grok step per task, key frequencies, the film, "
                                     "config, provenance and links to the run's files.")

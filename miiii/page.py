@@ -20,6 +20,7 @@ from miiii.config import ConfigError
 from miiii.files import write_text_atomic
 from miiii.plotstyle import OKABE_ITO, markers, plt
 from miiii.run import Run, load_run
+from miiii.rundir import flatten_params
 
 PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -70,16 +71,12 @@ def headline(run: Run) -> str:
     done = int(np.max(m["step"])) + 1 if len(m.get("step", ())) else 0
     steps = s.get("steps", done)
     text = f"{cfg.task.name}: {steps:,} steps" + ("" if steps == cfg.train.steps else f" of {cfg.train.steps:,}")
-    n_params = s.get("n_params") or sum(int(np.size(a)) for a in _leaves(run.params))
+    n_params = s.get("n_params") or sum(a.size for a in flatten_params(run.params).values())
     if n_params:
         text += f", {n_params:,} parameters"
     if "wall_s" in s:
         text += f", {s['wall_s']:.1f} s"
     return text + (f" on {s['backend']}" if s.get("backend") else "") + "."
-
-
-def _leaves(tree) -> list:
-    return [x for v in tree.values() for x in (_leaves(v) if isinstance(v, dict) else [v])]
 
 
 def grok_so_far(m: dict) -> dict:

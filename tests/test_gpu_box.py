@@ -151,7 +151,12 @@ def test_the_cpu_asked_for_trains_on_a_gpu_box(tmp_path, how):
 def test_a_machine_without_nvidia_smi_sees_no_change(monkeypatch):
     monkeypatch.setattr(gpu.shutil, "which", lambda name: None)
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
-    gpu.check_backend("auto")  # no GPU listed: nothing to refuse
+    import jax
+
+    before = jax.config.jax_platforms
+    assert gpu.visible_gpus() == []
+    assert gpu.check_backend("auto") is None  # no GPU listed: nothing to refuse
+    assert jax.config.jax_platforms == before  # and nothing pinned
 
 
 # ---------------------------------------------------------------- doctor

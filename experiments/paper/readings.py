@@ -13,6 +13,7 @@ import numpy as np
 from experiments.paper.measures import task_q
 from miiii import analysis as A
 from miiii.rules import MIN_ORDER_TASKS, MIN_SHARED_TASKS, PAPER_STEPS, SMALL, rule_no_particular_order
+from miiii.tokens import primes_below
 
 NON_COMMUTATIVE_ROLES = ("miiii", "nodropout", "masked")  # the study's runs of the miiii task (roles, not tasks)
 
@@ -201,12 +202,7 @@ def _slower(r):
 
 
 def _primes_below(n: int) -> list[int]:
-    sieve = np.ones(n, bool)
-    sieve[:2] = False
-    for k in range(2, int(n**0.5) + 1):
-        if sieve[k]:
-            sieve[k * k::k] = False
-    return [int(x) for x in np.flatnonzero(sieve)]
+    return primes_below(n).tolist()
 
 
 def _no_zero(lower: str):
