@@ -130,7 +130,7 @@ def test_masked_not_delayed_and_harder_slower():
 
 def _claim(readings, rule=R.rule_perfect, **kw):
     it = iter(readings)
-    return R.Claim("k", "text", "src", "paper", rule, ("miiii",), lambda runs: next(it), **kw)
+    return R.Claim("k", "text", "src", "paper", rule, ("miiii",), lambda runs: next(it), **({"learned": ()} | kw))
 
 
 @pytest.mark.parametrize("holds,verdict", [
@@ -156,7 +156,7 @@ def test_a_rule_the_control_passes_too_is_not_testable():
     for control, verdict in ((stalled, "not testable"), (converged, "holds")):
         claim = R.Claim("k", "t", "s", "p", R.rule_did_not_converge, ("nogrokfast",),
                         lambda r: R.Reading("m", {}, (stalled,)), control=lambda r, c=control: (c,),
-                        control_roles=("miiii",), control_name="the λ > 0 run")
+                        control_roles=("miiii",), control_name="the λ > 0 run", learned=())
         row = R.judge(claim, {"miiii": [{}] * 3, "nogrokfast": [{}] * 3})
         assert row["verdict"] == verdict, (control, row)
         assert "Control: the same rule on the λ > 0 run" in row["rule"]
@@ -214,8 +214,11 @@ def test_original_active_counts_follow_omega_aux():
     assert agree > 0.9, agree  # the same pipeline; the log axis is placed over steps (not row indices) here
 
 
+LEARNED = {"grok_step": [10, 20], "run": {"seed": 0}}  # a run that generalised every task
+
+
 def _fft_measures(energy: int) -> dict:
-    return {"fft": {"energy_90": energy, "above_mean_2std": energy, "norms": [1.0] * 35, "gini": 0.5}}
+    return {"fft": {"energy_90": energy, "above_mean_2std": energy, "norms": [1.0] * 35, "gini": 0.5}, **LEARNED}
 
 
 @pytest.mark.parametrize(("basis", "verdict"), [(31, "not testable"), (1, "holds")])
@@ -240,9 +243,48 @@ def test_harder_slower_is_controlled_by_the_shuffled_label_run(basis_steps, verd
 
     def m(steps, dropout=0.1):
         return {"grok_step": steps, "task_names": [f"q={q}" for q in (2, 3, 5)][: len(steps)],
-                "run": {"steps": 100, "dropout": dropout}}
-    runs = {"nanda": [m([50])], "miiii": [m([10, None, None])], "basis": [m(basis_steps)]}
+                "run": {"steps": 100, "dropout": dropout, "seed": 0}}
+    runs = {"nanda": [m([50])], "miiii": [m([10, 60, 70])], "basis": [m(basis_steps)]}
     assert R.judge(claim, runs)["verdict"] == verdict
+    runs["miiii"] = [m([10, None, None])]  # miiii did not learn: the seed says nothing, whatever basis does
+    row = R.judge(claim, runs)
+    assert row["verdict"] == "not testable" and "miiii run of seed 0 did not generalise: 1/3" in row["why"]
+
+
+def _perfect_measures(steps: list, acc: list) -> dict:
+    return {"grok_step": steps, "final_acc": {"valid": acc}, "run": {"seed": 0}}
+
+
+@pytest.mark.parametrize(("steps", "acc", "verdict"), [
+    ([10, 20], [1.0, 0.995], "does not hold"),  # learned every task, one short of 1.0: the claim fails
+    ([10, 20], [1.0, 1.0], "holds"),
+    ([10, None], [1.0, 0.5], "not testable"),  # the control did not learn: never 'does not hold'
+])
+def test_a_claim_about_what_was_learned_is_not_testable_where_the_control_did_not_learn(steps, acc, verdict):
+    claim = next(c for c in R.CLAIMS if c.key == "perfect")
+    row = R.judge(claim, {"miiii": [_perfect_measures(steps, acc)]})
+    assert row["verdict"] == verdict, row
+    if verdict == "not testable":
+        assert row["why"].startswith("the miiii run of seed 0 did not generalise: 1/2 tasks")
+
+
+def test_claims_about_p_alone_need_no_learning_and_every_other_claim_does():
+    alone = {c.key for c in R.CLAIMS if not c.learned}
+    assert alone == {"no-zeros-0", "no-zeros-p", "prime-count", "task-count"}
+    assert all("miiii" in c.learned or c.roles == ("nanda",) for c in R.CLAIMS if c.learned)
+
+
+def test_a_pooled_claim_reads_only_the_seeds_whose_control_learned():
+    seen = []
+    claim = R.Claim("k", "t", "s", "p", R.rule_spike, ("miiii",),
+                    lambda seeds: seen.append(len(seeds)) or R.Reading("m", {}, None, "w"), pooled=True)
+    runs = {"miiii": [_perfect_measures([1, 2], [1, 1]), _perfect_measures([1, None], [1, 0]),
+                      _perfect_measures([1, 2], [1, 1])]}
+    R.judge(claim, runs)
+    assert seen == [2]
+    runs["miiii"] = runs["miiii"][1:2]
+    row = R.judge(claim, runs)
+    assert seen == [2] and row["verdict"] == "not testable" and "did not generalise" in row["why"]
 
 
 def _is_prime(n: int) -> bool:

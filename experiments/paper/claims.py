@@ -54,6 +54,7 @@ from experiments.paper.readings import (  # noqa: F401 - Reading and the readers
     grok,
     n_grok,
 )
+from miiii.analysis import GROK_THRESHOLD
 from miiii.rules import (  # the rules and their constants; tests reach them as claims.rule_*
     ALPHA,  # noqa: F401 - the permutation test's level, beside the rules that use it
     MIN_ORDER_TASKS,  # noqa: F401 - the rules' constants, reached as claims.* by the tests
@@ -101,6 +102,9 @@ class Claim:
     pooled: bool = False
     definition: str = ""  # the named definition a row uses, where the paper's numbers have several
     paraphrase: bool = False  # the copy of the paper read has no sentence: the project's summary, marked as such
+    # the runs that must have generalised every task for the claim to be testable in a seed: a claim about what the
+    # model learned says nothing where the control run did not learn (() for a claim about p alone)
+    learned: tuple[str, ...] = ("miiii",)
 
 
 def rule_text(claim: Claim) -> str:
@@ -128,16 +132,17 @@ FFT = {"above_mean_2std": "figures' definition (Figs. 11–12: a frequency whose
 # A comparison of miiii with nanda that the shuffled-label run passes as well says nothing about what miiii learned:
 # where it does, the seed is not testable at this scale.
 BASIS_CONTROL = "the shuffled-label run (basis) in miiii's place"
+BOTH = ("nanda", "miiii")  # a comparison of the two tasks: both runs must have learned
 CLAIMS = (
     Claim("pos-nanda", "For T_nanda, which involves a commutative task, the positional embeddings are virtually "
           "identical, with a Pearson correlation of 0.95", f"{SEC_EMB}, Fig. 7", "r = 0.95", rule_band, ("nanda",),
-          _pos("nanda", 0.95)),
+          _pos("nanda", 0.95), learned=("nanda",)),
     Claim("pos-miiii", "for T_miiii, the positional embeddings have a Pearson correlation of −0.64, indicating that "
           "the embeddings for the two positions are different", f"{SEC_EMB}, Fig. 7", "r = −0.64", rule_band,
           ("miiii",), _pos("miiii", -0.64)),
     Claim("pos-cause", "This difference is expected due to the non-commutative nature of the task, where the order of "
           "x0 and x1 matters", f"{SEC_EMB}, Fig. 7", "nanda +0.95, miiii −0.64", rule_order_matters,
-          ("nanda", "miiii", "nodropout"), _order_matters),
+          ("nanda", "miiii", "nodropout"), _order_matters, learned=BOTH),
     Claim("perfect", "The model achieves a perfect accuracy of 1 on the validation set across all 29 tasks", SEC_PERF,
           "29/29 at 1.0", rule_perfect, ("miiii",), _perfect),
     Claim("succession", "tasks corresponding to modulo 2, 3, 5, and 7 generalized in succession", SEC_PERF,
@@ -149,7 +154,7 @@ CLAIMS = (
     Claim("harder-slower", "as T_miiii is harder than T_nanda the model can be expected to generalize slower when "
           "trained on the former", "§Introduction", "slower", rule_slower, ("nanda", "miiii"), _slower,
           control=lambda r: _slower({"nanda": r["nanda"], "miiii": r["basis"]}).args, control_roles=("nanda", "basis"),
-          control_name=BASIS_CONTROL),
+          control_name=BASIS_CONTROL, learned=BOTH),
     Claim("lambda-0", "Notably, the model did not converge when λ = 0", SEC_HP, "does not converge",
           rule_did_not_converge, ("nogrokfast",), _nogf, control=lambda r: (grok(r["miiii"]),),
           control_roles=("miiii",), control_name="the λ > 0 run that should converge"),
@@ -160,12 +165,12 @@ CLAIMS = (
           "ticks nanda 5 / 49, miiii 35 / 73 (original, Σσ)", rule_more_diffuse, ("nanda", "miiii"), _diffuse,
           definition="counts of Σσ (the original code's normalisation; its ticks are count − 2)",
           control=lambda r: _diffuse({"nanda": r["nanda"], "miiii": r["basis"]}).args, control_roles=("nanda", "basis"),
-          control_name=BASIS_CONTROL),
+          control_name=BASIS_CONTROL, learned=BOTH),
     *(Claim(f"fft-{key}", "Only a few frequencies are active for T_nanda […] For the T_miiii model, we observe a "
             "broader spectrum of active frequencies", f"{SEC_EMB}, Figs. 11–12", "few vs broader", rule_more,
             ("nanda", "miiii"), _fft(key), definition=FFT[key],
             control=lambda r, key=key: _fft(key)({"nanda": r["nanda"], "miiii": r["basis"]}).args,
-            control_roles=("nanda", "basis"), control_name=BASIS_CONTROL) for key in FFT),
+            control_roles=("nanda", "basis"), control_name=BASIS_CONTROL, learned=BOTH) for key in FFT),
     Claim("basis", "Comparing with T_basis in figure Figure 13, the periodicity is understood to be a structure "
           "inherent to the data picked up by the model", f"{SEC_EMB}, Fig. 13", "no periodicity", rule_basis,
           ("basis",), _basis),
@@ -184,12 +189,12 @@ CLAIMS = (
           "overfits all but 2, 3", rule_overfits_all_but, ("nodropout",), _nodropout, paraphrase=True),
     *(Claim(f"no-zeros-{lower}", "primes are the only samples whose target vector contains no zeros, since it is not a "
             "multiple of any of the factors q", SEC_TASK, "no zeros ⇔ prime", rule_only_primes, ("miiii",),
-            _no_zero(lower), definition=what) for lower, what in
+            _no_zero(lower), definition=what, learned=()) for lower, what in
       (("0", "as written: every sample, 0 ≤ n < p²"), ("p", "a reading: the samples past one digit, p ≤ n < p²"))),
     Claim("prime-count", "There are about n ln(n) primes less than n", SEC_TASK, "n ln n", rule_about, ("miiii",),
-          _prime_count),
+          _prime_count, learned=()),
     Claim("task-count", "two splits (train/valid) about p ln(p) tasks", "§Methods › Visualization (a "
-          "function of p, no training)", "p ln p", rule_about, ("miiii",), _task_count),
+          "function of p, no training)", "p ln p", rule_about, ("miiii",), _task_count, learned=()),
 )
 
 
@@ -207,8 +212,25 @@ class Outcome(NamedTuple):
     why: str = ""
 
 
+def not_learned(claim: Claim, seed: dict) -> str:
+    """Why the seed cannot test the claim because a run it reads did not generalise every task ("" when all did)."""
+    for role in claim.learned:
+        m = seed.get(role)
+        if m is None:
+            continue
+        steps = m["grok_step"]
+        done = sum(s is not None for s in steps)
+        if done < len(steps):
+            return (f"the {role} run of seed {m['run']['seed']} did not generalise: {done}/{len(steps)} tasks reached "
+                    f"{GROK_THRESHOLD} validation accuracy")
+    return ""
+
+
 def judge_seed(claim: Claim, reading: Reading, seed: dict | None) -> Outcome:
-    """One seed (or the pooled seeds): the rule on the reading, then on the control where the claim has one."""
+    """One seed (or the pooled seeds): the rule on the reading, then on the control where the claim has one. A seed
+    whose run did not learn (`not_learned`) is not testable, whatever the rule says."""
+    if seed is not None and (why := not_learned(claim, seed)):
+        return Outcome(reading.measured, reading.numbers, None, why)
     if reading.args is None:
         return Outcome(reading.measured, reading.numbers, None, reading.why)
     holds = _holds(claim.rule(*reading.args))
@@ -229,8 +251,10 @@ def judge(claim: Claim, runs: dict[str, list[dict]]) -> dict | None:
         return None
     n = min(len(runs[role]) for role in claim.roles)
     seeds = [{role: ms[i] for role, ms in runs.items() if i < len(ms)} for i in range(n)]
-    if claim.pooled:
-        outs = [judge_seed(claim, claim.read(seeds), None)]
+    if claim.pooled:  # judged over the seeds whose runs learned; none: not testable, with the first seed's reason
+        learned = [s for s in seeds if not not_learned(claim, s)]
+        outs = [judge_seed(claim, claim.read(learned), None) if learned else
+                Outcome("–", {}, None, not_learned(claim, seeds[0]))]
     else:
         outs = [judge_seed(claim, claim.read(s), s) for s in seeds]
     tested = [o for o in outs if o.holds is not None]
