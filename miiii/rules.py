@@ -161,9 +161,16 @@ def rule_order_matters(nanda_r: float, miiii_rs: list) -> bool:
     return bool(nanda_r >= 0.9 and len(miiii_rs) > 0 and all(r < 0 for r in miiii_rs))
 
 
-def rule_one_digit_per_head(to_x0, to_x1) -> bool:
-    """holds if every miiii head puts ≥ 0.9 of its attention from the output position on x0 or on x1."""
-    return bool(np.all(np.maximum(to_x0, to_x1) >= 0.9))
+ONE_DIGIT, THRESHOLD_MARGIN = 0.9, 0.01
+
+
+def rule_one_digit_per_head(to_x0, to_x1) -> bool | None:
+    """holds if every miiii head puts ≥ 0.9 of its attention from the output position on x0 or on x1; a least share
+    within 0.01 of 0.9 either way is too close to the threshold to tell (not testable)."""
+    least = float(np.min(np.maximum(to_x0, to_x1)))
+    if abs(least - ONE_DIGIT) < THRESHOLD_MARGIN:
+        return None
+    return least >= ONE_DIGIT
 
 
 def rule_basis(acc: float, chance: float, gini_basis: float, gini_miiii: float | None) -> bool:

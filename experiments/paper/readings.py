@@ -12,7 +12,15 @@ import numpy as np
 
 from experiments.paper.measures import task_q
 from miiii import analysis as A
-from miiii.rules import MIN_ORDER_TASKS, MIN_SHARED_TASKS, PAPER_STEPS, SMALL, rule_no_particular_order
+from miiii.rules import (
+    MIN_ORDER_TASKS,
+    MIN_SHARED_TASKS,
+    ONE_DIGIT,
+    PAPER_STEPS,
+    SMALL,
+    THRESHOLD_MARGIN,
+    rule_no_particular_order,
+)
 from miiii.tokens import primes_below
 
 NON_COMMUTATIVE_ROLES = ("miiii", "nodropout", "masked")  # the study's runs of the miiii task (roles, not tasks)
@@ -140,7 +148,10 @@ def _fft(key: str):
 def _attention(r):
     a0, a1 = (np.asarray(r["miiii"]["attention"][k]) for k in ("to_x0", "to_x1"))
     text = "to x0 / x1 per head: " + ", ".join(f"{u:.2f}/{v:.2f}" for u, v in zip(a0, a1, strict=True))
-    return Reading(text, {"least one-digit share": float(np.maximum(a0, a1).min())}, (a0, a1))
+    least = float(np.maximum(a0, a1).min())
+    why = (f"the least one-digit share {least:.4f} is within {THRESHOLD_MARGIN} of {ONE_DIGIT}: too close to the "
+           "threshold to tell" if abs(least - ONE_DIGIT) < THRESHOLD_MARGIN else "")
+    return Reading(text, {"least one-digit share": least}, (a0, a1), why)
 
 
 def _basis(r):
