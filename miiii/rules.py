@@ -18,14 +18,32 @@ def printed_rule(fn) -> str:
     return " ".join(inspect.getdoc(fn).split("\n\n")[0].split())
 
 
-def verdict(per_seed: list) -> str:
+MIN_LEARNED = 2  # seeds whose model learned its task, fewer than which a claim about the trained model cannot hold
+
+
+def verdict(per_seed: list, learned: list[bool] | None = None) -> str:
     """holds only when it holds in every seed; one seed against it makes it does not hold; a seed that cannot test
-    it (and none against) makes it not testable."""
+    it (and none against) makes it not testable.
+
+    With `learned`: a seed whose model did not learn its task is set aside (it is not the trained model the sentence
+    describes), and holding needs at least 2 seeds that learned."""
+    if learned is not None:
+        per_seed = [v for v, ok in zip(per_seed, learned, strict=True) if ok]
     if any(v is False for v in per_seed):
         return "does not hold"
     if not per_seed or any(v is None for v in per_seed):
         return "not testable"
+    if learned is not None and len(per_seed) < MIN_LEARNED:
+        return "not testable"
     return "holds"
+
+
+def seeds_counted(per_seed: list, learned: list[bool]) -> str:
+    """'k/n' of the seeds that learned, with those set aside named by count: what a verdict with `learned` read."""
+    kept = [v for v, ok in zip(per_seed, learned, strict=True) if ok]
+    out = f"{sum(v is True for v in kept)}/{len(kept)}"
+    return out + (f" of the seeds that learned, {len(per_seed) - len(kept)} did not" if len(kept) < len(per_seed)
+                  else "")
 
 
 SMALL = (2, 3, 5, 7)

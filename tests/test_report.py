@@ -9,6 +9,7 @@ import pytest
 
 from experiments.paper import claims as R
 from miiii import analysis as A
+from miiii import rules
 
 PRIMES_113 = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101,
               103, 107, 109]
@@ -231,11 +232,11 @@ def test_a_comparison_the_shuffled_label_run_passes_too_is_not_testable(basis, v
     miiii's place as the control; where basis passes the same rule (31 > 2), the seed says nothing of what miiii
     learned."""
     claim = next(c for c in R.CLAIMS if c.key == "fft-energy_90")
-    runs = {"nanda": [_fft_measures(2)], "miiii": [_fft_measures(19)], "basis": [_fft_measures(basis)]}
+    runs = {"nanda": [_fft_measures(2)] * 2, "miiii": [_fft_measures(19)] * 2, "basis": [_fft_measures(basis)] * 2}
     row = R.judge(claim, runs)
     assert row["verdict"] == verdict, row
     assert "shuffled-label" in row["rule"]
-    runs["miiii"] = [_fft_measures(1)]  # the rule failing on miiii itself stays a failure, whatever the control
+    runs["miiii"] = [_fft_measures(1)] * 2  # the rule failing on miiii itself stays a failure, whatever the control
     assert R.judge(claim, runs)["verdict"] == "does not hold"
 
 
@@ -248,9 +249,9 @@ def test_harder_slower_is_controlled_by_the_shuffled_label_run(basis_steps, verd
     def m(steps, dropout=0.1):
         return {"grok_step": steps, "task_names": [f"q={q}" for q in (2, 3, 5)][: len(steps)],
                 "run": {"steps": 100, "dropout": dropout, "seed": 0}}
-    runs = {"nanda": [m([50])], "miiii": [m([10, 60, 70])], "basis": [m(basis_steps)]}
+    runs = {"nanda": [m([50])] * 2, "miiii": [m([10, 60, 70])] * 2, "basis": [m(basis_steps)] * 2}
     assert R.judge(claim, runs)["verdict"] == verdict
-    runs["miiii"] = [m([10, None, None])]  # miiii did not learn: the seed says nothing, whatever basis does
+    runs["miiii"] = [m([10, None, None])] * 2  # miiii did not learn: the seed says nothing, whatever basis does
     row = R.judge(claim, runs)
     assert row["verdict"] == "not testable" and "miiii run of seed 0 did not generalise: 1/3" in row["why"]
 
@@ -266,10 +267,25 @@ def _perfect_measures(steps: list, acc: list) -> dict:
 ])
 def test_a_claim_about_what_was_learned_is_not_testable_where_the_control_did_not_learn(steps, acc, verdict):
     claim = next(c for c in R.CLAIMS if c.key == "perfect")
-    row = R.judge(claim, {"miiii": [_perfect_measures(steps, acc)]})
+    row = R.judge(claim, {"miiii": [_perfect_measures(steps, acc)] * 2})
     assert row["verdict"] == verdict, row
     if verdict == "not testable":
-        assert row["why"].startswith("the miiii run of seed 0 did not generalise: 1/2 tasks")
+        assert "the miiii run of seed 0 did not generalise: 1/2 tasks" in row["why"]
+
+
+def test_a_seed_that_did_not_learn_is_set_aside_and_two_that_learned_are_needed():
+    claim = next(c for c in R.CLAIMS if c.key == "perfect")
+    good, unlearned = _perfect_measures([10, 20], [1.0, 1.0]), _perfect_measures([10, None], [1.0, 0.5])
+    row = R.judge(claim, {"miiii": [good, unlearned, good]})
+    assert row["verdict"] == "holds" and row["counted"] == "2/2 of the seeds that learned, 1 did not"
+    row = R.judge(claim, {"miiii": [good, unlearned, unlearned]})
+    assert row["verdict"] == "not testable" and row["why"].startswith("1 of 3 seeds learned (at least 2 needed)")
+    bad = _perfect_measures([10, 20], [1.0, 0.995])
+    assert R.judge(claim, {"miiii": [bad, unlearned, unlearned]})["verdict"] == "does not hold"  # one learned seed
+    # against it is enough
+    assert rules.verdict([True, None, True], [True, False, True]) == "holds"
+    assert rules.verdict([True, None, None], [True, False, False]) == "not testable"
+    assert rules.verdict([None, True, True], [True, True, True]) == "not testable"  # a control passing is not set aside
 
 
 def test_claims_about_p_alone_need_no_learning_and_every_other_claim_does():

@@ -57,6 +57,7 @@ from experiments.paper.readings import (  # noqa: F401 - Reading and the readers
 from miiii.analysis import GROK_THRESHOLD
 from miiii.rules import (  # the rules and their constants; tests reach them as claims.rule_*
     ALPHA,  # noqa: F401 - the permutation test's level, beside the rules that use it
+    MIN_LEARNED,
     MIN_ORDER_TASKS,  # noqa: F401 - the rules' constants, reached as claims.* by the tests
     MIN_SHARED_TASKS,  # noqa: F401
     PAPER_STEPS,  # noqa: F401
@@ -82,7 +83,9 @@ from miiii.rules import (  # the rules and their constants; tests reach them as 
     rule_remaining_later_around,
     rule_slower,
     rule_spike,
+    seeds_counted,
 )
+from miiii.rules import verdict as rules_verdict
 
 VERDICTS = ("holds", "does not hold", "not testable")
 
@@ -259,13 +262,13 @@ def judge(claim: Claim, runs: dict[str, list[dict]]) -> dict | None:
         outs = [judge_seed(claim, claim.read(s), s) for s in seeds]
     tested = [o for o in outs if o.holds is not None]
     k = sum(o.holds for o in tested)
-    if any(o.holds is False for o in tested):
-        verdict = "does not hold"
-    elif tested and len(tested) == len(outs):
-        verdict = "holds"
-    else:
-        verdict = "not testable"
+    # a seed whose run did not learn is set aside (rules.verdict), not counted against or for the claim
+    learned = None if claim.pooled or not claim.learned else [not not_learned(claim, s) for s in seeds]
+    verdict = rules_verdict([o.holds for o in outs], learned)
     why = next((o.why for o in outs if o.holds is None), "")
+    if verdict == "not testable" and learned is not None and sum(learned) < MIN_LEARNED and all(
+            o.holds is not None for o, ok in zip(outs, learned, strict=True) if ok):
+        why = f"{sum(learned)} of {len(learned)} seeds learned (at least {MIN_LEARNED} needed); " + why
     numbers = {}
     for name in outs[0].numbers:
         vals = [o.numbers.get(name) for o in outs if o.numbers.get(name) is not None]
@@ -273,7 +276,8 @@ def judge(claim: Claim, runs: dict[str, list[dict]]) -> dict | None:
             numbers[name] = (float(np.mean(vals)), float(np.std(vals)), len(vals))
     return dict(key=claim.key, claim=claim.text, paraphrase=claim.paraphrase, source=claim.source, paper=claim.paper,
                 rule=rule_text(claim), measured=outs[0].measured, seeds=n, pooled=claim.pooled, tested=len(tested),
-                holds_in=k, verdict=verdict, why=why, numbers=numbers, per_seed=[o.measured for o in outs])
+                holds_in=k, verdict=verdict, counted=None if learned is None else seeds_counted(
+                    [o.holds for o in outs], learned), why=why, numbers=numbers, per_seed=[o.measured for o in outs])
 
 
 def claims(runs: dict[str, list[dict]]) -> list[dict]:

@@ -117,7 +117,9 @@ def _quote(row: dict) -> str:
 
 
 def _holds_in(row: dict) -> str:
-    return f"pooled over {row['seeds']}" if row["pooled"] else f"{row['holds_in']}/{row['seeds']}"
+    if row["pooled"]:
+        return f"pooled over {row['seeds']}"
+    return row.get("counted") or f"{row['holds_in']}/{row['seeds']}"
 
 
 def results_markdown(ms: dict[str, list[dict]], title: str, notes: str = "", provenance: dict | None = None,
