@@ -77,6 +77,20 @@ def test_layer1_columns_needs_the_majority_on_every_column_and_an_untrained_cont
     assert F.rule_layer1_columns(member(l1=_columns(0.8), solved=False)) is None  # not the model the book describes
 
 
+def _operands(mass: float) -> dict:
+    """Operand b's digit j (positions 6, 5, 4) on operand a's digit j (2, 1, 0)."""
+    return {b: {a: mass} for a, b in READS}
+
+
+def test_layer1_aligning_each_columns_operand_digits():
+    assert F.operand_alignment(member(l1=_operands(0.7))) == [0.7, 0.7, 0.7]
+    assert F.rule_layer1_operand_columns(member(l1=_operands(0.7))) is True
+    assert F.rule_layer1_operand_columns(member(l1={**_operands(0.7), 6: {2: 0.3}})) is False  # the ones: short
+    assert F.rule_layer1_operand_columns(member(l2=_operands(0.9))) is False  # layer 2 is not layer 1
+    assert F.rule_layer1_operand_columns(member(l1=_operands(0.7), init_l1=_operands(0.6))) is None  # control passes
+    assert F.rule_layer1_operand_columns(member(l1=_operands(0.7), solved=False)) is None
+
+
 def test_columns_in_some_layer():
     assert F.rule_columns(member(l2=_columns(0.8))) is True
     assert F.rule_columns(member(l1=_columns(0.4), l2=_columns(0.3))) is False

@@ -67,6 +67,10 @@ NONE = (None,)
 SEED_CLAIMS = (
     ("Layer 1 typically handles column alignment: each output digit attends to the corresponding input digits (ones "
      "to ones, tens to tens).", 4, "addition", F.rule_layer1_columns, READ, _columns),
+    ("(the same sentence, read at operand b's digits: layer 1 lines up each column's two input digits)", 4,
+     "addition", F.rule_layer1_operand_columns, NONE,
+     lambda m, r: "b→a, ones first: " + "/".join(f"{v:.2f}" for v in F.operand_alignment(m)) + " (untrained "
+     + "/".join(f"{v:.2f}" for v in F.operand_alignment(m, 0, "init")) + ")"),
     ("Addition produces column-alignment attention; reversal produces anti-diagonal attention.", 6,
      ("addition", "reversal"), F.rule_two_patterns, READ,
      lambda ms, r: f"addition {_columns(ms[0], r)}; reversal {_columns(ms[1], r)}"),

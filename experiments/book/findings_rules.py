@@ -114,6 +114,20 @@ def rule_layer1_columns(m: dict, reading: str = "predicts") -> bool | None:
     return _controlled(m, lambda which: _aligns(m, 0, reading, which))
 
 
+def operand_alignment(m: dict, layer: int = 0, which: str = "trained") -> list[float]:
+    """Per column j: the layer's attention from operand b's digit j (the later of the column's two digits, so the
+    causal model lets it read the earlier) on operand a's digit j."""
+    a = _attn(m, layer, which)
+    return [float(a[max(x, y), min(x, y)]) for x, y in m["reads"]]
+
+
+def rule_layer1_operand_columns(m: dict) -> bool | None:
+    """holds if, for every column j, layer 1 at operand b's digit j puts at least half of its attention on operand
+    a's digit j (the same column); not testable in a seed that does not solve the task or whose untrained
+    parameters pass too."""
+    return _controlled(m, lambda which: all(v >= MAJORITY for v in operand_alignment(m, 0, which)))
+
+
 def rule_columns(m: dict, reading: str = "predicts") -> bool | None:
     """holds if, in some layer, for every column j, digit j's query puts at least half of its attention on column j
     of a and of b, at least a quarter on each; not testable in a seed that does not solve the task or whose
