@@ -272,3 +272,12 @@ def test_a_sweep_of_another_plan_is_refused_not_reused(tmp_path):
     (out / "sweep.json").write_text("{}")
     with pytest.raises(ConfigError, match="another config or seed count"):
         findings.train("addition", 2, tmp_path, progress=False, smoke=True)
+
+
+def test_one_layer_sufficient_but_harder_to_train():
+    def seeds(*acc):
+        return [{"autoregressive": a} for a in acc]
+    assert F.rule_sufficient_but_harder(seeds(1.0, 0.1, 0.1), seeds(1.0, 1.0, 0.1)) is True
+    assert F.rule_sufficient_but_harder(seeds(0.1, 0.1, 0.1), seeds(1.0, 1.0, 0.1)) is False  # never sufficient
+    assert F.rule_sufficient_but_harder(seeds(1.0, 1.0, 0.1), seeds(1.0, 1.0, 0.1)) is False  # no harder
+    assert F.rule_sufficient_but_harder(seeds(1.0, 0.1, 0.1), seeds(1.0, 0.1, 0.1)) is None  # baseline unsolved

@@ -75,7 +75,7 @@ def test_book_bundle_has_both_implementations_over_five_seeds_and_names_its_comm
         for task in ("addition", "reversal"):
             assert [r["seed"] for r in data[side][task]] == [0, 1, 2, 3, 4], (side, task)
     verdicts = re.findall(r"\*\*(holds|does not hold)\*\* \|$", text, re.M)
-    assert len(verdicts) == 6  # 2 tasks x 2 implementations + 2 agreements
+    assert len(verdicts) == 8  # 2 tasks x 2 implementations + 2 agreements + reversal faster x 2 implementations
     assert sum(p.stat().st_size for p in book.rglob("*") if p.is_file() and "runs" not in p.parts) < 10 * 2**20
 
 
@@ -157,3 +157,13 @@ def test_the_book_weight_decay_rule_needs_its_control():
     assert rule_stays_memorizing([run(0.01), run(1.0, 0.95960)], control) is False  # one seed groks (above floor)
     assert rule_stays_memorizing([run(0.01), run(1.0, 0.95940)], control) is False  # one seed groks (below floor)
     assert rule_stays_memorizing([run(0.01)], [run(0.1, 1.15)]) is None  # the control does not grok either
+
+
+def test_reversal_much_faster_is_seed_by_seed_at_half_the_epochs():
+    from experiments.book.records import rule_reversal_much_faster
+
+    def d(*censored):
+        return {"censored": list(censored)}
+    assert rule_reversal_much_faster(d(32, 151, 82), d(3, 5, 3)) is True
+    assert rule_reversal_much_faster(d(32, 10, 82), d(3, 6, 3)) is False  # one seed only 1.7x faster
+    assert rule_reversal_much_faster(d(90, 15), d(2, 81)) is False  # a reversal seed that never converged

@@ -95,6 +95,8 @@ ABLATION_CLAIMS = (
     ("This seems to contradict Chapter 5, where our one-layer ablation showed degraded accuracy.", 7, "one_layer",
      F.rule_degraded),
     ("One layer \\(\\to\\) limited carry propagation.", 7, "one_layer", F.rule_limited_carries),
+    ("The resolution: one layer is sufficient for the task but harder to train with our budget.", 7, "one_layer",
+     F.rule_sufficient_but_harder),
     ("No positional embeddings \\(\\to\\) can’t distinguish columns.", 7, "no_pos_embed", F.rule_no_columns),
     ("(the same sentence, read in the attention)", 7, "no_pos_embed", F.rule_no_column_attention),
     ("No causal mask \\(\\to\\) train/test mismatch.", 7, "no_causal_mask", F.rule_mismatch),

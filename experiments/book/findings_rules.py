@@ -220,6 +220,17 @@ def rule_degraded(ablation: list[dict], base: list[dict]) -> bool | None:
     return all(m["autoregressive"] <= _median(base, "autoregressive") - SAME for m in ablation)
 
 
+def rule_sufficient_but_harder(ablation: list[dict], base: list[dict]) -> bool | None:
+    """holds if at least one one-layer seed solves the task (held-out exact match, autoregressive, at least 0.99:
+    sufficient) and fewer one-layer seeds solve it than two-layer seeds of the baseline (harder to train within the
+    budget); not testable when the baseline's median seed does not solve the task. With three seeds a side, one
+    seed decides."""
+    if _median(base, "autoregressive") < SOLVED:
+        return None
+    solves = [sum(m["autoregressive"] >= SOLVED for m in ms) for ms in (ablation, base)]
+    return solves[0] >= 1 and solves[0] < solves[1]
+
+
 def rule_no_columns(ablation: list[dict], base: list[dict]) -> bool | None:
     """holds if every seed without positional embeddings fails the task (held-out exact match, autoregressive,
     below 0.5); not testable when the baseline's median seed does not solve it (at least 0.99)."""

@@ -65,6 +65,15 @@ def distribution(runs: list[dict], budget: int) -> dict:
                 edge_cases=[f"{r.get('edge_cases', '–')}/{r.get('n_edge_cases', '–')}" for r in runs])
 
 
+MUCH_FASTER = 2.0  # "much faster": at most half the epochs
+
+
+def rule_reversal_much_faster(addition: dict, reversal: dict) -> bool:
+    """holds if, seed by seed (the same seed index), reversal's jump epoch (teacher-forced held-out exact match
+    ≥ 99 %) is at most half of addition's, a seed that never jumps counted just after its budget."""
+    return all(r * MUCH_FASTER <= a for a, r in zip(addition["censored"], reversal["censored"], strict=True))
+
+
 MEMORIZING = 0.5  # held-out exact match below this: the book's memorization phase (ch. 3's log: 0-1 %, loss ≈ 1.34)
 
 

@@ -21,10 +21,12 @@ from experiments.book.records import (  # noqa: E402
     compare,
     distribution,
     pooled_by_loop,
+    rule_reversal_much_faster,
     rule_stays_memorizing,
     sample_label,
 )
 from miiii.provenance import provenance_table  # noqa: E402
+from miiii.rules import printed_rule  # noqa: E402
 
 # ---------------------------------------------------------------- book_results.md
 
@@ -138,7 +140,7 @@ def seeds_md(jax_runs: dict, torch_runs: dict, smoke: bool, provenance: dict | N
              "(DataLoader",
              "shuffling with 98 batches an epoch, PyTorch initialisation, AdamW defaults incl. weight decay 0.01,",
              "warm-up + cosine, clipping 1.0) on the same data.", ""]
-    verdicts = []
+    verdicts, by_task = [], {}
     for name in ("addition", "reversal"):
         budget = BUDGET[name]
         sides = [("miiii (JAX)", jax_runs.get(name))] + ([("PyTorch (book's loop)", torch_runs[name])]
@@ -147,7 +149,7 @@ def seeds_md(jax_runs: dict, torch_runs: dict, smoke: bool, provenance: dict | N
                   "| implementation | seeds grokked | jump epoch per seed | median (never = budget + 1) | range | "
                   "final loss (floor) | autoregressive per seed | edge cases per seed |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        dists = {}
+        dists = by_task[name] = {}
         for label, runs in sides:
             if not runs:
                 continue
@@ -173,6 +175,14 @@ def seeds_md(jax_runs: dict, torch_runs: dict, smoke: bool, provenance: dict | N
                              f"{a['grokked']} vs {b['grokked']} grok; medians {a['jump_median']:.0f} vs "
                              f"{b['jump_median']:.0f}"))
         lines.append("")
+    for label in by_task.get("addition", {}):
+        add, rev = by_task["addition"][label], by_task.get("reversal", {}).get(label)
+        if rev is None or add["n"] != rev["n"]:
+            continue
+        verdicts.append((f"{label}: “Reversal converges much faster” (ch. 6, Two Tasks, One Architecture)",
+                         printed_rule(rule_reversal_much_faster), rule_reversal_much_faster(add, rev),
+                         "jump epochs, addition / reversal, per seed: " + ", ".join(
+                             f"{a}/{r}" for a, r in zip(add["censored"], rev["censored"], strict=True))))
     lines += ["## Verdicts", "", "| claim | rule | measured | verdict |", "| --- | --- | --- | --- |"]
     lines += [f"| {c} | {r} | {m} | **{'holds' if h else 'does not hold'}** |" for c, r, h, m in verdicts]
     return "\n".join(lines + ["", "Figure: `seeds_addition.png` (held-out exact match per epoch, every seed).", ""])
