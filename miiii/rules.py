@@ -180,6 +180,13 @@ def rule_order_matters(nanda_r: float, miiii_rs: list) -> bool:
 
 
 ONE_DIGIT, THRESHOLD_MARGIN = 0.9, 0.01
+BOTH_DIGITS = 0.25  # "attends to both": at least a quarter of the head's attention on each digit
+
+
+def rule_both_digits_per_head(to_x0, to_x1) -> bool:
+    """holds if every nanda head puts at least 0.25 of its attention from the output position on x0 and at least
+    0.25 on x1 (the commutative task's heads read both digits, where miiii's each read one)."""
+    return bool(np.all(np.minimum(to_x0, to_x1) >= BOTH_DIGITS))
 
 
 def rule_one_digit_per_head(to_x0, to_x1) -> bool | None:

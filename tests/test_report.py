@@ -105,6 +105,8 @@ def test_perfect_diffuse_more_band_and_attention_rules():
         assert R.rule_one_digit_per_head(np.array([least, 1.0]), np.array([0.0, 0.0])) is None
     assert R.rule_one_digit_per_head(np.array([0.911, 1.0]), np.array([0.0, 0.0])) is True
     assert R.rule_one_digit_per_head(np.array([0.889, 1.0]), np.array([0.0, 0.0])) is False
+    assert R.rule_both_digits_per_head(np.array([0.5, 0.3]), np.array([0.45, 0.6])) is True
+    assert R.rule_both_digits_per_head(np.array([0.5, 0.95]), np.array([0.45, 0.02])) is False  # one head, one digit
     assert R.rule_band(-0.6, -0.64) is True and R.rule_band(-0.92, -0.64) is False  # a magnitude, not a sign
     assert R.rule_band(-0.06, -0.64) is False and R.rule_band(0.9, 0.95) is True
     assert R.rule_basis(0.2, 0.19, 0.1, 0.5) is True and R.rule_basis(0.5, 0.19, 0.1, 0.5) is False

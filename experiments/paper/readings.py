@@ -154,6 +154,12 @@ def _attention(r):
     return Reading(text, {"least one-digit share": least}, (a0, a1), why)
 
 
+def _nanda_attention(r):
+    a0, a1 = (np.asarray(r["nanda"]["attention"][k]) for k in ("to_x0", "to_x1"))
+    text = "to x0 / x1 per head: " + ", ".join(f"{u:.2f}/{v:.2f}" for u, v in zip(a0, a1, strict=True))
+    return Reading(text, {"least share on either digit": float(np.minimum(a0, a1).min())}, (a0, a1))
+
+
 def _basis(r):
     m = r["basis"]
     acc = float(np.mean(m["final_acc"]["valid"]))
@@ -163,9 +169,9 @@ def _basis(r):
                    + (f" (miiii {gm:.2f})" if gm is not None else ""), {"accuracy": acc}, (acc, chance, gb, gm))
 
 
-def _spike(definition: str) -> Callable:
+def _spike(definition: str, role: str = "miiii") -> Callable:
     def read(seeds):
-        rows = [s["miiii"].get("table3", {}).get(definition) for s in seeds]
+        rows = [s[role].get("table3", {}).get(definition) for s in seeds]
         rows = [x for x in rows if x is not None]
         if not rows:
             return Reading("no recording of the MLP neurons over the grid", {}, None, "no run has a recording")
