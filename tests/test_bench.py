@@ -175,3 +175,18 @@ def test_the_benchmark_page_is_the_committed_records():
     from experiments.bench import doc
 
     assert doc.main(["--check"]) == 0
+
+
+def test_a_reference_run_without_torch_says_so_in_one_line(monkeypatch, capsys):
+    """The references are an optional extra: run without PyTorch they exit 2 with one error line, no traceback."""
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ModuleNotFoundError
+    for name in ("experiments.bench.torch_adder", "experiments.bench.torch_paper"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        with pytest.raises(SystemExit) as e:
+            importlib.import_module(name)
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: PyTorch is not installed")

@@ -22,8 +22,13 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as err:  # an optional extra: one line, exit 2
+    from experiments.optional_torch import missing
+
+    missing(err)
 
 from experiments.book.torch_model import AdditionTransformer
 

@@ -25,8 +25,13 @@ import argparse
 import math
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as err:  # an optional extra: one line, exit 2
+    from experiments.optional_torch import missing
+
+    missing(err)
 
 
 def primes_below(p: int) -> list[int]:
