@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder test-tl stability
+        book book-smoke book-findings train-addition-10 export-adder test-tl stability ladder
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -111,6 +111,10 @@ report: $(STAMP)  ## regenerate every bundle's tables from its committed records
 	$(BIN)/python -m experiments.paper.report $(PAPER_BUNDLES)
 	$(BIN)/python -m experiments.book.bundle results/book --figures
 	$(BIN)/python -m experiments.stability.bundle results/stability
+	$(BIN)/python -m experiments.paper.ladder --bundle results/paper-cpu/ladder
+
+ladder: $(STAMP)  ## the scale ladder: miiii-cpu at p = 37, 53, 71 (3 seeds each; sweeps in runs/ladder/, reused), the paper's numbers against p; OUT=results/paper-cpu/ladder rewrites the bundle
+	$(BIN)/python -m experiments.paper.ladder --out $(or $(OUT),runs/ladder-bundle) $(ARGS)
 
 stability: $(STAMP)  ## Prieto et al.'s numerical-stability claims, 3 seeds per setting unless SEEDS=N is given (sweeps in runs/stability/, reused; ~40 min on 2 CPU cores): results/stability/
 	$(BIN)/python -m experiments.stability --out results/stability $(if $(filter command line,$(origin SEEDS)),--seeds $(SEEDS)) $(ARGS)

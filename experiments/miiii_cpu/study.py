@@ -3,21 +3,24 @@ validation accuracy >= 0.99 in at least 4 of 5 seeds, in at most 30 minutes a se
 
     python -m experiments.miiii_cpu                  # train the settings not trained yet (runs/miiii-cpu-search/),
                                                      # then write the bundle (default runs/miiii-cpu, a scratch folder)
+    python -m experiments.miiii_cpu --only G-miiii-cpu --resume      # continue a stopped setting
     python -m experiments.miiii_cpu --only D-p71-d64-tf09 --no-train --out results/miiii-cpu
     python -m experiments.miiii_cpu.study --bundle results/miiii-cpu [--check]   # results.md from the summary alone
 
 Each setting is one vmapped sweep (or one solo run) of `miiii-paper-cpu` with the changes it names, evaluated every
 100 steps; a setting stopped early (Ctrl-C, resumable) is reported at the step it reached. The summary
 (`summaries/search.json`) holds, per setting and seed, the number of tasks grokked (validation accuracy reached
-0.99) at every evaluated step, the final accuracies, the steps trained and the wall time read from the files' times
-(the search ran its sweeps side by side on 2 shared cores: a setting's seconds per member-step are an upper bound on
-a solo seed's). results.md and grokked.png are regenerated from it alone.
+0.99) at every evaluated step, the final accuracies, the steps trained and the wall time: the sum of the training
+segments the driver timed (wall.json), or, for a setting trained before it kept one, read from the files' times (the
+search ran its sweeps side by side on 2 shared cores: a setting's seconds per member-step are an upper bound on a
+solo seed's). results.md and grokked.png are regenerated from it alone.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,12 +100,37 @@ def member_record(run_dir: Path) -> dict:
                 grok_step=first, final=final, steps_done=rows[-1]["step"] + 1 if rows else 0)
 
 
+WALL = "wall.json"  # a setting's training segments, [[start, end], ...] in Unix seconds, written by `train_setting`
+
+
 def wall_seconds(setting_dir: Path, members: list[Path]) -> float:
-    """From the setting's first file (its plan or config) to its last metrics line: wall time on a shared CPU."""
+    """The setting's wall time on a shared CPU: the sum of its training segments (wall.json: a setting stopped and
+    continued later is not charged for the time between), else from its first file (its plan or config) to its
+    last metrics line."""
+    if (setting_dir / WALL).is_file():
+        return round(sum(b - a for a, b in json.loads((setting_dir / WALL).read_text())), 1)
     start = min(p.stat().st_mtime for p in (setting_dir / "sweep-plan.json", setting_dir / "config.json")
                 if p.is_file())
     end = max((m / "metrics.jsonl").stat().st_mtime for m in members if (m / "metrics.jsonl").is_file())
     return round(end - start, 1)
+
+
+def resume_command(s: Setting, runs: Path) -> list[str]:
+    """The arguments that continue a stopped setting from its newest checkpoint (bit-identical to not stopping)."""
+    return ["train" if s.solo else "sweep", "--resume", str(runs / s.name), "--no-progress"]
+
+
+def train_setting(s: Setting, runs: Path, resume: bool = False) -> int:
+    """Train (or continue) one setting, adding the segment's start and end to its wall.json."""
+    from miiii.cli import main as miiii
+
+    start = time.time()
+    rc = miiii(resume_command(s, runs) if resume else command(s, runs))
+    d = runs / s.name
+    if d.is_dir():
+        segments = json.loads((d / WALL).read_text()) if (d / WALL).is_file() else []
+        write_json_atomic(d / WALL, [*segments, [round(start, 1), round(time.time(), 1)]])
+    return rc
 
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
@@ -234,6 +262,9 @@ def main(argv=None) -> int:
                          "committed one)")
     ap.add_argument("--only", nargs="+", default=None, choices=[s.name for s in SEARCH], help="these settings only")
     ap.add_argument("--no-train", action="store_true", help="write the bundle from the runs as they are")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the settings that were stopped before their last step (a finished one says "
+                         "'nothing to do'); the time between is not charged to the setting")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="regenerate BUNDLE's results.md and grokked.png from its summaries/search.json alone")
     ap.add_argument("--check", action="store_true", help="with --bundle: exit 1 when results.md differs")
@@ -247,11 +278,10 @@ def study(args) -> int:
         return write_bundle(summary, args.bundle, args.check)
     out_folder(args.out)
     if not args.no_train:
-        from miiii.cli import main as miiii
-
         for s in SEARCH:
-            if (not args.only or s.name in args.only) and not (args.runs / s.name).exists():
-                if miiii(command(s, args.runs)) != 0:
+            if not args.only or s.name in args.only:
+                fresh = not (args.runs / s.name).exists()
+                if (fresh or args.resume) and train_setting(s, args.runs, resume=not fresh) != 0:
                     return 1
     summary = collect(args.runs, args.only)
     (args.out / "summaries").mkdir(parents=True, exist_ok=True)

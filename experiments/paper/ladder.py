@@ -5,9 +5,9 @@ paper's value at p = 113 marked. It states a trend and whether it points at the 
 about p = 113 itself.
 
     python -m experiments.paper.ladder              # train the rungs not trained yet (runs/ladder/pP, 3 seeds each),
-                                                    # measure them, write the bundle (default runs/ladder, scratch)
-    python -m experiments.paper.ladder --rung 71=runs/miiii-cpu-search/G-miiii-cpu --no-train \\
-        --out results/paper-cpu/ladder              # p = 71 from the miiii-cpu search's 5 seeds of the same preset
+                                                    # measure them, write the bundle (default runs/ladder-bundle)
+    python -m experiments.paper.ladder --no-train --out results/paper-cpu/ladder   # the committed bundle; p = 71
+                                                    # is the miiii-cpu search's setting G (the same preset, 5 seeds)
     python -m experiments.paper.ladder --bundle results/paper-cpu/ladder [--check]   # ladder.md and ladder.png
                                                     # from summaries/pP-K.json alone
 
@@ -37,6 +37,8 @@ RUNGS = (37, 53, 71)
 SEEDS = 3
 PRESET = "miiii-cpu"
 PAPER_P = 113
+# p = 71 is the miiii-cpu search's setting G: the same preset over 5 seeds (experiments/miiii_cpu), not trained twice
+SHARED = {71: Path("runs/miiii-cpu-search/G-miiii-cpu")}
 TABLE3 = ("project: dominance, mean + 2 std per step", "original: neuron 0, mean + 1 std")
 
 
@@ -269,7 +271,9 @@ def measure(p: int, sweep_dir: Path) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, default=Path("runs/ladder"), help="where the rungs train (runs/ladder/pP)")
+    ap.add_argument("--runs", type=Path, default=Path("runs/ladder"),
+                    help="where the rungs train (runs/ladder/pP; p = 71 is read from the miiii-cpu search's "
+                         f"{SHARED[71]}, the same preset over 5 seeds)")
     ap.add_argument("--rung", type=_rung_arg, action="append", default=[], metavar="P=DIR",
                     help="read rung P from this sweep directory instead of runs/ladder/pP (repeatable)")
     ap.add_argument("--p", type=int, nargs="+", default=list(RUNGS), help=f"the rungs (default {RUNGS})")
@@ -289,7 +293,7 @@ def run(args) -> int:
         return write_bundle(args.bundle, args.check)
     if not 1 <= args.seeds <= 256:
         raise ConfigError(f"--seeds {args.seeds}: expected 1 to 256")
-    dirs = {p: args.runs / f"p{p}" for p in args.p} | dict(args.rung)
+    dirs = {p: SHARED.get(p, args.runs / f"p{p}") for p in args.p} | dict(args.rung)
     out_folder(args.out)
     if not args.no_train:
         from miiii.cli import main as miiii
