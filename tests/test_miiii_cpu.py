@@ -67,3 +67,18 @@ def test_the_committed_bundle_regenerates_from_its_summary():
     for rec in summary["settings"]:  # each setting names its own exact command, from the search's table
         setting = next(s for s in S.SEARCH if s.name == rec["name"])
         assert rec["command"] == "python -m miiii " + " ".join(S.command(setting, Path("runs/miiii-cpu-search")))
+
+
+def test_a_stopped_and_continued_setting_is_charged_its_training_segments_only(tmp_path):
+    d = tmp_path / "G"
+    (d / "member_000").mkdir(parents=True)
+    (d / "sweep-plan.json").write_text("{}")
+    (d / "member_000" / "metrics.jsonl").write_text("{}\n")
+    (d / S.WALL).write_text(json.dumps([[100.0, 400.0], [10_000.0, 10_060.5]]))  # a day between the two
+    assert S.wall_seconds(d, [d / "member_000"]) == 360.5
+    (d / S.WALL).unlink()  # a setting trained before wall.json: its files' times
+    assert S.wall_seconds(d, [d / "member_000"]) >= 0
+    s = S.Setting("G", "w", (), steps=10, seeds=2)
+    assert S.resume_command(s, tmp_path) == ["sweep", "--resume", str(d), "--no-progress"]
+    solo = S.Setting("F", "w", (), solo=True)
+    assert S.resume_command(solo, tmp_path)[:2] == ["train", "--resume"]
