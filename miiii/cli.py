@@ -222,10 +222,11 @@ def print_summary(summary: dict, run_dir: Path) -> None:
     print(f"{summary['task']}: {summary['steps']} steps, {summary['n_params']:,} parameters, "
           f"{summary['wall_s']:.1f} s ({summary['steps_per_s'] or '-'} steps/s after {summary['compile_s']:.1f} s "
           f"compile) on {summary['backend']}")
+    unit = f" ({summary['loss_unit']})" if summary.get("loss_unit") else ""
     for split in ("train", "valid", "test"):
         if split in f:
             acc = f[split]["task_acc"]
-            print(f"  {split:<5} loss {f[split]['loss']:.4f}  accuracy mean {sum(acc) / len(acc):.4f} "
+            print(f"  {split:<5} loss{unit} {f[split]['loss']:.4f}  accuracy mean {sum(acc) / len(acc):.4f} "
                   f"min {min(acc):.4f}")
     if "valid_autoregressive_acc" in summary:
         print(f"  autoregressive exact match (valid): {summary['valid_autoregressive_acc']:.4f}")

@@ -10,20 +10,21 @@ from pathlib import Path
 
 import numpy as np
 
-MEMBER_COLUMNS = ("member", "seed", "train_acc", "valid_acc", "train_loss", "valid_loss", "grok_step", "diverged_at")
+MEMBER_COLUMNS = ("member", "seed", "train_acc", "valid_acc", "train_loss", "valid_loss", "loss_unit", "grok_step",
+                  "diverged_at")
 
 
 def member_rows(rows: list[dict], keys: list[str]) -> list[dict]:
     """One row per member: its seed, every grid key's value, its final (after the last update) train / valid
-    accuracy (mean over tasks) and loss, the step every task had grokked by (empty: not all did) and the step it
-    diverged at (empty: it did not)."""
+    accuracy (mean over tasks) and loss, the unit of that loss (summary.json's `loss_unit`), the step every task had
+    grokked by (empty: not all did) and the step it diverged at (empty: it did not)."""
     out = []
     for r in rows:
         f = r["final"]
         row = {"member": r["member"], "seed": r["seed"]} | {k: r["values"][k] for k in keys}
         row |= {f"{split}_acc": round(float(np.mean(f[split]["task_acc"])), 6) for split in ("train", "valid")}
         row |= {f"{split}_loss": round(float(f[split]["loss"]), 6) for split in ("train", "valid")}
-        row |= {"grok_step": r["grok_step_all"], "diverged_at": r["diverged_at"]}
+        row |= {"loss_unit": r.get("loss_unit", ""), "grok_step": r["grok_step_all"], "diverged_at": r["diverged_at"]}
         out.append(row)
     return out
 

@@ -163,6 +163,8 @@ class TaskConfig:
 
 
 GRID, SEQUENCE = "grid", "sequence"
+GRID_LOSS_UNIT = "cross-entropy / ln p"  # one answer of p classes (nanda, sub, mul, div); miiii names its own q
+SEQUENCE_LOSS_UNIT = "cross-entropy (nats)"  # the mean over target positions (the book)
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ class TaskSpec:
     # task.variant -> what it changes: (config, labels y (N, S), slots in the loss `on` (S,), classes (S,)) ->
     # (y, on); "none" changes nothing and every task takes it
     variants: Mapping[str, Callable] = field(default_factory=lambda: {"none": _unchanged}, hash=False)
-    loss_unit: str = "loss"  # what the per-task loss curves show (plots.fig_curves)
+    loss_unit: str = ""  # the unit of its reported losses; "": its family's (`unit`)
     nanda_progress: bool = False  # Nanda et al.'s progress measures read its logits (plots_neurons.over_training)
     exports_adder: bool = False  # export-adder accepts its runs
     # grid tasks
@@ -218,6 +220,12 @@ class TaskSpec:
     @property
     def is_sequence(self) -> bool:
         return self.family == SEQUENCE
+
+    @property
+    def unit(self) -> str:
+        """The one unit of every loss its runs report (metrics, summary.json, members.csv, figures, page): a grid
+        task's cross-entropy is divided by ln of its classes (paper Eq. 12: chance scores 1), a sequence task's not."""
+        return self.loss_unit or (SEQUENCE_LOSS_UNIT if self.is_sequence else GRID_LOSS_UNIT)
 
     @property
     def whole_grid(self) -> bool:
@@ -403,8 +411,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     TaskSpec("miiii", GRID, "n = x0 + x1*p mod every prime q < p, one task each (the paper)",
              metric_names=lambda cfg, moduli: tuple(f"q={q}" for q in moduli),
              variants={"none": _unchanged, "masked": _masked, "basis": _basis},
-             loss_unit="loss / ln q", min_p=5, answer=lambda x0, x1, p: (x0 + x1 * p)[:, None] % primes_below(p),
-             moduli=primes_below),
+             loss_unit="cross-entropy / ln q", min_p=5,
+             answer=lambda x0, x1, p: (x0 + x1 * p)[:, None] % primes_below(p), moduli=primes_below),
     TaskSpec("addition", SEQUENCE, "a + b = the sum written ones-first (the book)",
              metric_names=lambda cfg, _: (cfg.name,), exports_adder=True, max_digits=30, operands=2,
              encode=lambda r, n: encode_addition(r[:, 0], r[:, 1], n), length=lambda n: 3 * n + 3,

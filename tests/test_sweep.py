@@ -56,7 +56,8 @@ def test_members_equal_solo_runs(tmp_path):
     table = list(csv.DictReader((tmp_path / "sw" / "members.csv").open()))
     assert [int(r["member"]) for r in table] == list(range(8))
     assert list(table[0]) == ["member", "seed", *grid, "train_acc", "valid_acc", "train_loss", "valid_loss",
-                              "grok_step", "diverged_at"]
+                              "loss_unit", "grok_step", "diverged_at"]
+    assert {r["loss_unit"] for r in table} == {"cross-entropy / ln q"}  # the unit of both loss columns, named
     for r in table:
         summ = json.loads((tmp_path / "sw" / f"member_{int(r['member']):03d}" / "summary.json").read_text())
         assert int(r["seed"]) == summ["seed"] and all(float(r[k]) == summ["values"][k] for k in grid)
