@@ -96,8 +96,10 @@ def member_record(run_dir: Path) -> dict:
                 first[t] = r["step"]
         curve.append([r["step"], len(first)])
     final = {t: rows[-1].get(f"valid_acc/{t}") for t in tasks} if rows else {}
+    finished = (run_dir / "summary.json").is_file()  # written at the run's last step, which may not be evaluated
+    done = cfg["train"]["steps"] if finished else rows[-1]["step"] + 1 if rows else 0
     return dict(seed=cfg["train"]["seed"], values=info.get("values", {}), tasks=tasks, curve=curve,
-                grok_step=first, final=final, steps_done=rows[-1]["step"] + 1 if rows else 0)
+                grok_step=first, final=final, steps_done=done)
 
 
 WALL = "wall.json"  # a setting's training segments, [[start, end], ...] in Unix seconds, written by `train_setting`
