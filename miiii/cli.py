@@ -267,7 +267,9 @@ def cmd_figures(args) -> int:
     from miiii.plots import draw_all
 
     check_output(args.out, "dir", runs=args.run_dirs)
-    paths = draw_all(args.run_dirs, args.out)
+    if args.crop < 0:
+        raise ConfigError(f"--crop must be 0 (the whole grid) or a positive size, got {args.crop}")
+    paths = draw_all(args.run_dirs, args.out, crop=args.crop)
     print(f"{len(paths)} files in {args.out}")
     return 0
 

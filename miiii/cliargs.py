@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                     help="one or more run directories (nanda, miiii, masked, basis runs compare side by side)")
     fg.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default figures/)")
+    fg.add_argument("--crop", type=int, default=37, metavar="N",
+                    help="figures 4, 14 and 18 show the grid's top-left N x N when p is larger (default 37, the "
+                         "paper's; 0: the whole grid)")
     cp = sub.add_parser("compare", help="overlay several runs' (or sweeps' members') curves and grok steps",
                         description="Overlay the loss, per-task validation accuracy and grok steps of runs or of a "
                                     "sweep's members, labelled by the settings that differ between them.")

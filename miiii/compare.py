@@ -12,8 +12,19 @@ import numpy as np
 
 from miiii.analysis import grok_steps
 from miiii.config import ConfigError
-from miiii.plotstyle import OKABE_ITO, markers, plt, save_figure
+from miiii.plotstyle import (
+    OKABE_ITO,
+    SPLIT_LINES,
+    grok_lines,
+    log_or_linear,
+    markers,
+    mean_curve,
+    plt,
+    save_figure,
+    task_grok,
+)
 from miiii.run import Run, load_run
+from miiii.tasks import task_spec
 
 MAX_TASK_PANELS = 12  # per-task accuracy panels (miiii has 29 tasks at p = 113): the first ones, then the mean
 
@@ -72,6 +83,41 @@ def _curve(ax, step, y, i, lab, **kw):
     ax.plot(step[ok], y[ok], color=OKABE_ITO[i % len(OKABE_ITO)], label=lab, lw=1.2, **markers(int(ok.sum())), **kw)
 
 
+def loss_unit(runs: list[Run]) -> str:
+    """The runs' loss unit (tasks.TaskSpec.unit), each distinct one named when runs of different tasks are overlaid."""
+    return " | ".join(dict.fromkeys(task_spec(r.config.task.name).unit for r in runs))
+
+
+def all_grokked(m: dict) -> int | None:
+    """The step every task had grokked by (None: some task never did)."""
+    g = list(task_grok(m).values())
+    return None if None in g or not g else max(g)
+
+
+def fig_grokking(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
+    """The grokking figure overlaid: each run's train (solid) and validation (dashed) loss and accuracy, means over
+    tasks, on one shared log step axis, and a dotted line in its colour at the step every task had grokked by
+    (per task: compare_accuracy)."""
+    fig, (a_loss, a_acc) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True, layout="constrained")
+    for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
+        m, c = run.metrics_so_far, OKABE_ITO[i % len(OKABE_ITO)]
+        for ax, kind in ((a_loss, "loss"), (a_acc, "acc")):
+            for split in ("train", "valid"):
+                x, y = mean_curve(m, f"{split}_{kind}")
+                ax.plot(x, y, color=c, ls=SPLIT_LINES[split], lw=1.2, label=f"{lab} ({split})" if kind == "loss"
+                        else None, **markers(len(x)))
+            g = all_grokked(m)
+            grok_lines(ax, {f"{lab}: every task grokked": g}, [c], legend=kind == "acc")
+    a_loss.set_yscale("log")  # loss falls by decades at the transition; log-log as the grokking papers draw it
+    a_loss.set(ylabel=f"loss (mean over tasks, log)\n{loss_unit(runs)}",
+               title="Grokking: train (solid) and validation (dashed); dotted: the step every task grokked by")
+    a_acc.set(xscale="log", ylim=(-0.02, 1.02), ylabel="accuracy (mean over tasks)", xlabel="step + 1 (log)")
+    a_loss.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    if a_acc.get_legend_handles_labels()[0]:
+        a_acc.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return save_figure(fig, out, "compare_grokking")
+
+
 def fig_loss(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
     for i, (run, lab) in enumerate(zip(runs, labs, strict=True)):
@@ -81,14 +127,15 @@ def fig_loss(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
         _curve(ax, step, np.nanmean(m["valid_loss"], axis=-1), i, f"{lab} (valid)", ls="--")
     positive = any((np.asarray(ln.get_ydata(), float) > 0).any() for ln in ax.get_lines())
     ax.set(xscale="log", yscale="log" if positive else "linear", xlabel="step + 1 (log)",
-           ylabel="loss (mean over tasks" + (", log)" if positive else ")"),
+           ylabel=f"loss (mean over tasks{', log' if positive else ''})\n{loss_unit(runs)}",
            title="Loss: train (solid) and validation (dashed)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     return save_figure(fig, out, "compare_loss")
 
 
 def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
-    """Validation accuracy per task (one panel each, up to MAX_TASK_PANELS) and its mean over tasks."""
+    """Validation accuracy per task (one panel each, up to MAX_TASK_PANELS) and its mean over tasks; a dotted line in
+    each run's colour at its grok step of that task (on the mean: the step every task grokked by)."""
     names = [str(n) for n in runs[0].metrics_so_far["task_names"]]
     shared = all([str(n) for n in r.metrics_so_far["task_names"]] == names for r in runs)
     panels = (names[:MAX_TASK_PANELS] if shared and len(names) > 1 else []) + ["mean over tasks"]
@@ -101,6 +148,8 @@ def fig_accuracy(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
             m = run.metrics_so_far
             acc = m["valid_acc"][:, j] if name != "mean over tasks" else np.nanmean(m["valid_acc"], axis=-1)
             _curve(ax, m["step"] + 1, acc, i, lab)
+            g = task_grok(m).get(name) if name != "mean over tasks" else all_grokked(m)
+            grok_lines(ax, {name: g}, [OKABE_ITO[i % len(OKABE_ITO)]], legend=False)  # its grok step, dotted
         ax.set_title(name, fontsize=8)
         ax.set_xscale("log")
         if j % cols == 0:
@@ -133,17 +182,21 @@ def fig_grok(runs: list[Run], labs: list[str], out: Path) -> list[Path]:
         ax.scatter(x[done], y[done], color=c, s=16, label=lab)
         ax.scatter(x[~done], y[~done], facecolors="none", edgecolors=c, s=16)
     ax.set_xticks(range(len(names)), names, fontsize=7, rotation=90 if len(names) > 8 else 0)
-    ax.set(yscale="log", xlabel="task", ylabel="grok step + 1 (log; hollow: not grokked)", title="Grok step per task")
+    log_or_linear(ax, [y for c in ax.collections for y in c.get_offsets()[:, 1]])
+    log = ax.get_yscale() == "log"
+    ax.set(xlabel="task", ylabel=f"grok step + 1{' (log' if log else ' ('}; hollow: not grokked)",
+           title="Grok step per task")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     return save_figure(fig, out, "compare_grok")
 
 
 def compare(paths: list[Path], out: Path) -> list[Path]:
-    """The three comparison figures (PNG and PDF) of the runs (or sweeps' members) in `paths`."""
+    """The four comparison figures (PNG and PDF) of the runs (or sweeps' members) in `paths`."""
     dirs = expand(paths)
     runs = [load_run(d) for d in dirs]
     empty = [r.path for r in runs if not len(r.metrics_so_far.get("step", ()))]
     if empty:
         raise ConfigError(f"{empty[0]} has no metrics yet (it stopped before its first evaluated step); leave it out")
     labs = labels(runs)
-    return fig_loss(runs, labs, out) + fig_accuracy(runs, labs, out) + fig_grok(runs, labs, out)
+    return (fig_grokking(runs, labs, out) + fig_loss(runs, labs, out) + fig_accuracy(runs, labs, out)
+            + fig_grok(runs, labs, out))

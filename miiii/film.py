@@ -16,7 +16,7 @@ import numpy as np
 from miiii import analysis as A
 from miiii.config import ConfigError
 from miiii.plots_neurons import top_neurons
-from miiii.plotstyle import OKABE_ITO, plt, run_title, sample_steps
+from miiii.plotstyle import OKABE_ITO, colorbar, grok_heading, grok_lines, plt, run_title, sample_steps, task_grok
 from miiii.run import Run, load_run
 
 NEURONS = "blocks.0.mlp.hook_post"
@@ -35,8 +35,10 @@ def _nearest_row(steps: np.ndarray, step: int) -> int:
 
 
 def plan_frames(run: Run, max_frames: int = MAX_FRAMES) -> tuple[str, np.ndarray]:
-    """(the recorded array whose steps set the frames, the frames' steps, log-spaced over its rows); a ConfigError
-    that says which `record.*` settings make a film when the run recorded too few steps."""
+    """(the recorded array whose steps set the frames, the frames' steps, log-spaced): the steps every shown array
+    recorded when there are MIN_FRAMES of them, so each panel shows the frame's own step (parameters are often
+    recorded more often than activations), else the steps of the array with the most rows; a ConfigError that says
+    which `record.*` settings make a film when the run recorded too few steps."""
     heads = [k for k in run.acts if k.endswith("attn.hook_pattern")]
     candidates = [NEURONS, "W_E", *sorted(heads)] if not run.config.task.is_sequence else sorted(heads)
     have = [(len(run.acts[k]), k) for k in candidates if k in run.acts]
@@ -45,8 +47,17 @@ def plan_frames(run: Run, max_frames: int = MAX_FRAMES) -> tuple[str, np.ndarray
         raise ConfigError(f"{run.path} recorded too few steps for a film ({got}; at least {MIN_FRAMES} needed): "
                           + RECORD_HINT)
     n, key = max(have)
-    steps = run.steps_of(key)
-    return key, steps[sample_steps(n, max_frames, log=True)]
+    steps = np.asarray(run.steps_of(key))
+    common = steps
+    for _, k in have:
+        common = np.intersect1d(common, run.steps_of(k))
+    steps = common if len(common) >= MIN_FRAMES else steps
+    return key, steps[sample_steps(len(steps), max_frames, log=True)]
+
+
+def _at(step: int, recorded: int) -> str:
+    """A panel's step: said only where its recording's nearest row is not the frame's step."""
+    return "" if recorded == step else f" (recorded at step {recorded})"
 
 
 def _spectrum(ax, run: Run, step: int, top: float) -> None:
@@ -57,18 +68,21 @@ def _spectrum(ax, run: Run, step: int, top: float) -> None:
     k = np.arange(1, len(norms) + 1)
     ax.bar(k, norms, color=OKABE_ITO[0], width=0.9)
     ax.set(ylim=(0, top), xlabel="frequency k", ylabel="norm of W_E's component",
-           title=f"W_E's Fourier spectrum (step {int(steps[row])})")
+           title=f"W_E's Fourier spectrum{_at(step, int(steps[row]))}")
 
 
-def _neurons(axes, run: Run, step: int, which: np.ndarray) -> None:
+def _neurons(axes, run: Run, step: int, which: np.ndarray, tops: np.ndarray) -> None:
+    """Each shown neuron over the grid on one colour scale for the whole film, 0 to `tops[i]`: a neuron that grows
+    brightens instead of every frame being rescaled to its own maximum."""
     p = run.config.task.p
     steps = run.steps_of(NEURONS)
     row = _nearest_row(steps, step)
     acts = np.asarray(run.acts[NEURONS][row], np.float64)  # (p*p, N)
-    for ax, j in zip(axes, which, strict=True):
+    for ax, j, top in zip(axes, which, tops, strict=True):
         grid = A.to_grid(acts[:, j], p)
-        ax.imshow(grid, cmap="viridis", origin="lower", interpolation="nearest")  # after the ReLU: >= 0
-        ax.set(xlabel="x0", ylabel="x1", title=f"neuron {int(j)} (step {int(steps[row])})")
+        im = ax.imshow(grid.T, cmap="viridis", origin="lower", interpolation="nearest", vmin=0, vmax=top)  # post-ReLU
+        ax.set(xlabel="x0", ylabel="x1", title=f"neuron {int(j)}{_at(step, int(steps[row]))}")
+        colorbar(im, ax, "activation (post-ReLU)")
 
 
 def _attention(axes, run: Run, step: int, heads: list[str]) -> None:
@@ -78,7 +92,7 @@ def _attention(axes, run: Run, step: int, heads: list[str]) -> None:
         pat = np.asarray(run.acts[name][row], np.float64)[0, 0]  # the first probe, the first head: (query, key)
         ax.imshow(pat, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
         ax.set(xlabel="key position", ylabel="query position",
-               title=f"{name.split('.attn')[0]} attention (step {int(steps[row])})")
+               title=f"{name.split('.attn')[0]} attention{_at(step, int(steps[row]))}")
 
 
 def _accuracy(ax, run: Run, step: int) -> None:
@@ -86,11 +100,13 @@ def _accuracy(ax, run: Run, step: int) -> None:
     va = np.asarray(m["valid_acc"], np.float64)
     ok = np.isfinite(va).all(-1)
     x = m["step"][ok] + 1
-    for j in range(va.shape[1]):
-        ax.plot(x, va[ok, j], color=plt.cm.viridis(j / max(va.shape[1] - 1, 1)), lw=0.8)
+    colours = [plt.cm.viridis(j / max(va.shape[1] - 1, 1)) for j in range(va.shape[1])]
+    for j, c in enumerate(colours):
+        ax.plot(x, va[ok, j], color=c, lw=0.8)
+    grok_lines(ax, task_grok(m), colours, legend=False)  # each task's grok step, dotted
     ax.axvline(step + 1, color="k", lw=1)
     ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="step + 1 (log)", ylabel="valid accuracy per task",
-           title="validation accuracy, per task")
+           title=f"validation accuracy; dotted: grok\n{grok_heading(task_grok(m))}")
 
 
 def frames(run: Run, max_frames: int = MAX_FRAMES):
@@ -107,6 +123,9 @@ def frames(run: Run, max_frames: int = MAX_FRAMES):
     if grid and NEURONS in run.acts and run.acts_index.get("inputs", {}).get("kind") == "grid":
         panels += ["neuron"] * SHOWN_NEURONS
         which = top_neurons(np.asarray(run.acts[NEURONS][-1], np.float64), SHOWN_NEURONS)
+        rows = {_nearest_row(run.steps_of(NEURONS), int(s)) for s in steps}  # the rows the frames show
+        tops = np.max([np.asarray(run.acts[NEURONS][i][:, which], np.float64).max(0) for i in rows], axis=0)
+        tops = np.where(tops > 0, tops, 1.0)
     elif heads:
         panels += ["attention"] * len(heads)
     panels.append("accuracy")
@@ -118,7 +137,7 @@ def frames(run: Run, max_frames: int = MAX_FRAMES):
             _spectrum(axes[0], run, int(step), top)
             i = 1
         if "neuron" in panels:
-            _neurons(axes[i:i + SHOWN_NEURONS], run, int(step), which)
+            _neurons(axes[i:i + SHOWN_NEURONS], run, int(step), which, tops)
         elif "attention" in panels:
             _attention(axes[i:i + len(heads)], run, int(step), heads)
         _accuracy(axes[-1], run, int(step))

@@ -18,9 +18,10 @@ import numpy as np
 from miiii import analysis as A
 from miiii.config import ConfigError
 from miiii.files import write_text_atomic
-from miiii.plotstyle import OKABE_ITO, markers, plt
+from miiii.plotstyle import OKABE_ITO, grok_heading, grok_lines, markers, plt, task_grok
 from miiii.run import Run, load_run
 from miiii.rundir import flatten_params
+from miiii.tasks import task_spec
 
 PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -41,19 +42,25 @@ def _table(rows, head=None) -> str:
     return f"<table>{top}{cells}</table>"
 
 
-def curves(m: dict) -> str:
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+def curves(m: dict, unit: str = "loss") -> str:
+    """Loss (log-log, in the run's `unit`) and per-task validation accuracy, each task's grok step dotted on both."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True, layout="constrained")
     ok = np.isfinite(m["valid_loss"]).all(-1)
     x = m["step"] + 1
     a.plot(x, np.nanmean(m["train_loss"], -1), color=OKABE_ITO[0], label="train")
     a.plot(x[ok], np.nanmean(m["valid_loss"][ok], -1), color=OKABE_ITO[1], label="valid", **markers(int(ok.sum())))
-    a.set(xscale="log", yscale="log", xlabel="step + 1 (log)", ylabel="loss (mean over tasks, log)", title="loss")
-    a.legend(frameon=False)
     va = m["valid_acc"][ok]
-    for j in range(va.shape[1]):
-        b.plot(x[ok], va[:, j], color=plt.cm.viridis(j / max(va.shape[1] - 1, 1)), lw=0.8)
+    colours = [plt.cm.viridis(j / max(va.shape[1] - 1, 1)) for j in range(va.shape[1])]
+    grok = grok_so_far(m)
+    grok_lines(a, grok, colours, legend=False)
+    a.set(xscale="log", yscale="log", xlabel="step + 1 (log)", ylabel=f"loss (mean over tasks, log)\n{unit}",
+          title="loss; dotted: each task's grok step")
+    a.legend(frameon=False)
+    for j, c in enumerate(colours):
+        b.plot(x[ok], va[:, j], color=c, lw=0.8)
+    grok_lines(b, grok, colours, legend=False)
     b.set(xscale="log", ylim=(-0.02, 1.02), xlabel="step + 1 (log)", ylabel="valid accuracy",
-          title=f"validation accuracy per task ({va.shape[1]})")
+          title=f"validation accuracy per task ({va.shape[1]})\n{grok_heading(grok)}")
     return _png(fig)
 
 
@@ -81,9 +88,7 @@ def headline(run: Run) -> str:
 
 def grok_so_far(m: dict) -> dict:
     """{task: grok step or None} from the metrics written so far (a run whose summary.json is not written yet)."""
-    if not len(m.get("step", ())):
-        return {}
-    return dict(zip(map(str, m["task_names"]), A.grok_steps(m["step"], np.asarray(m["valid_acc"])), strict=True))
+    return task_grok(m)
 
 
 def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
@@ -97,13 +102,14 @@ def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
              f"<style>{STYLE}</style></head><body><h1>{html.escape(run.path.name)}</h1>",
              f"<p>{html.escape(headline(run))}</p>"]
     final = s.get("final", {})
+    unit = task_spec(cfg.task.name).unit  # of every loss the run reports
     rows = [(split, f"{final[split]['loss']:.4f}", f"{np.mean(final[split]['task_acc']):.4f}",
              f"{np.min(final[split]['task_acc']):.4f}") for split in ("train", "valid", "test") if split in final]
-    parts += ["<h2>Summary</h2>", _table(rows, ("split", "loss", "accuracy (mean over tasks)", "lowest task"))
+    parts += ["<h2>Summary</h2>", _table(rows, ("split", f"loss ({unit})", "accuracy (mean over tasks)", "lowest task"))
               if rows else "<p>No final evaluation yet: the run has not finished.</p>"]
     m = run.metrics_so_far
-    parts += ["<h2>Curves</h2>", f"<img alt='loss and accuracy curves' src='{curves(m)}'>" if len(m.get("step", ()))
-              else "<p>No metrics written yet.</p>"]
+    drawn = f"<img alt='loss and accuracy curves' src='{curves(m, unit)}'>" if len(m.get("step", ())) else None
+    parts += ["<h2>Curves</h2>", drawn or "<p>No metrics written yet.</p>"]
     grok = s.get("grok_step") or grok_so_far(m)
     done = sum(v is not None for v in grok.values())
     parts += [f"<h2>Grok step per task ({done}/{len(grok)} grokked: validation accuracy ≥ 0.99)</h2>",

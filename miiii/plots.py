@@ -25,15 +25,21 @@ from miiii.interventions import frequency_ablation  # noqa: E402
 from miiii.plots_neurons import fig_attention, fig_frequency_ablation, fig_neurons, grid_acts, over_training  # noqa: E402,E501
 from miiii.plots_sequence import fig_sequence  # noqa: E402
 from miiii.plotstyle import (  # noqa: E402
+    CROP,
     OKABE_ITO,
+    SPLIT_LINES,
     colorbar,
     grid_ax,
+    grok_heading,
+    grok_lines,
     is_grid,
     label,
     markers,
+    mean_curve,
     run_title,
     sample_steps,
     save_figure,
+    task_grok,
 )
 from miiii.run import Run, load_run  # noqa: E402
 from miiii.tasks import task_spec  # noqa: E402
@@ -98,6 +104,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
     and 29 tasks x 65,536 steps of vector lines take a quarter of a minute per figure (mostly the PDF)."""
     m = run.metrics
     names = [str(s) for s in m["task_names"]]
+    unit = task_spec(run.config.task.name).unit  # of every loss the run reports
     fig, axes = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True, layout="constrained")
     for ax, split in zip(axes, ("train", "valid"), strict=True):
         y = np.asarray(m[f"{split}_{kind}"])
@@ -108,18 +115,47 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
             ok = ~np.isnan(y[rows, k])
             ax.plot(step[ok], y[rows, k][ok], color=c, lw=1, label=nm, **markers(int(ok.sum())))
         ax.set_xscale("log")
-        unit = "accuracy" if kind == "acc" else task_spec(run.config.task.name).loss_unit
-        ax.set_ylabel(f"{split} {unit}")
+        ax.set_ylabel(f"{split} accuracy" if kind == "acc" else f"{split} loss\n{unit}")
         if kind == "acc":
             ax.set_ylim(-0.02, 1.02)
     axes[1].set_xlabel("step + 1 (log scale)")
     if len(names) <= 30:
         axes[0].legend(ncol=max(1, math.ceil(len(names) / 10)), fontsize=6, frameon=False, loc="upper left",
                        bbox_to_anchor=(1.01, 1.0))
-    what = "accuracy" if kind == "acc" else "cross-entropy"
+    what = "accuracy" if kind == "acc" else f"loss ({unit})"
     axes[0].set_title(f"{run_title(run)}\n{what} per task")
     number, stem = ("05", "accuracy") if kind == "acc" else ("06", "loss")
     return save_figure(fig, out, f"fig{number}_{stem}_{label(run)}")
+
+
+def fig_grokking(run: Run, out: Path, max_points: int = 2000) -> list[Path]:
+    """The grokking figure: train and validation loss (top, log-log) and accuracy (bottom, log x), each the mean over
+    tasks, on one shared step axis, the test split's final numbers where the run has a test split, and every task's
+    grok step a vertical line named with its step (Power et al. 2022, Fig. 1; Nanda et al. 2023, Fig. 2)."""
+    m, final = run.metrics, run.summary.get("final", {})
+    grok = task_grok(m)
+    n = len(grok)
+    unit = task_spec(run.config.task.name).unit
+    over = f" (mean over {n} tasks)" if n > 1 else ""
+    fig, (a_loss, a_acc) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True, layout="constrained")
+    for ax, kind in ((a_loss, "loss"), (a_acc, "acc")):
+        for split, c in zip(("train", "valid"), OKABE_ITO, strict=False):
+            x, y = mean_curve(m, f"{split}_{kind}", max_points)
+            ax.plot(x, y, color=c, ls=SPLIT_LINES[split], lw=1.3, label="validation" if split == "valid" else split,
+                    **markers(len(x)))
+        if "test" in final:  # one evaluation, after the last update
+            y = final["test"]["loss"] if kind == "loss" else float(np.mean(final["test"]["task_acc"]))
+            ax.plot([m["step"][-1] + 1], [y], color=OKABE_ITO[2], marker="D", ls="none", label="test (final)")
+        grok_lines(ax, grok, _task_colours(grok) if n > 1 else ["k"], legend=kind == "acc")
+    a_loss.set_yscale("log")  # loss falls by decades at the transition; log-log as the grokking papers draw it
+    a_loss.set_ylabel(f"loss{over}, log\n{unit}")
+    a_acc.set(xscale="log", ylim=(-0.02, 1.02), ylabel=f"accuracy{over}", xlabel="step + 1 (log scale)")
+    a_loss.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if any(g is not None for g in grok.values()):
+        a_acc.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                     ncol=max(1, math.ceil(sum(g is not None for g in grok.values()) / 12)))
+    a_loss.set_title(f"{run_title(run)}\ngrokking: {grok_heading(grok)}")
+    return save_figure(fig, out, f"fig_grokking_{label(run)}")
 
 
 def fig_grad_norms(run: Run, out: Path, max_cols: int = 400, pct: float = 99.0, decades: int = 3) -> list[Path]:
@@ -249,11 +285,12 @@ def load_runs(run_dirs) -> list[Run]:
     return runs
 
 
-def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
+def draw_all(run_dirs, out: str | Path = "figures", crop: int = CROP) -> list[Path]:
     """Draw every figure the given runs support; returns the written paths (PNG and PDF of each). The grid
     illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
     a sequence task (the book's addition, reversal) gets its curves, gradient norms and the book's figures of its
-    attention, embeddings and positions (plots_sequence.py)."""
+    attention, embeddings and positions (plots_sequence.py). `crop`: the grids of figures 4, 14 and 18 show their
+    top-left crop x crop when p is larger (0: the whole grid)."""
     out = Path(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
     if blocker is not None and not blocker.is_dir():
@@ -270,7 +307,8 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
     paths = fig_polar(out) + fig_inputs(out) + fig_targets(out) if grid_runs else []  # the p = 11 grid illustrations
     with_acts = []
     for run in runs:
-        paths += fig_curves(run, out, "acc") + fig_curves(run, out, "loss") + fig_grad_norms(run, out)
+        paths += fig_grokking(run, out) + fig_curves(run, out, "acc") + fig_curves(run, out, "loss")
+        paths += fig_grad_norms(run, out)
         if not is_grid(run):
             paths += fig_sequence(run, out) if run.params else []  # the book's attention, embeddings, positions
             continue
@@ -279,11 +317,11 @@ def draw_all(run_dirs, out: str | Path = "figures") -> list[Path]:
             continue  # samples alone, and the figures below need all p^2 inputs
         acts = grid_acts(run)
         with_acts.append((run, acts))
-        paths += fig_neurons(run, acts, out, n=1) + fig_neurons(run, acts, out, n=3)
+        paths += fig_neurons(run, acts, out, n=1, crop=crop) + fig_neurons(run, acts, out, n=3, crop=crop)
         paths += over_training(run, acts, out)
         paths += fig_frequency_ablation(run, frequency_ablation(run), out)
     if grid_runs:
         paths += fig_positional(grid_runs, out) + fig_singular_values(grid_runs, out)
     if with_acts:
-        paths += fig_attention(with_acts, out)
+        paths += fig_attention(with_acts, out, crop=crop)
     return paths

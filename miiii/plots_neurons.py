@@ -22,12 +22,14 @@ from miiii.plotstyle import (  # noqa: E402
     OKABE_ITO,
     colorbar,
     grid_ax,
+    grok_lines,
     is_grid,
     label,
     markers,
     run_title,
     sample_steps,
     save_figure,
+    task_grok,
 )
 from miiii.run import Run  # noqa: E402
 from miiii.tasks import make_task, task_spec  # noqa: E402
@@ -46,35 +48,44 @@ def top_neurons(neurons: np.ndarray, n: int) -> np.ndarray:
     return np.argsort(neurons.var(0))[::-1][:n]
 
 
-def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14") -> list[Path]:
-    """Fig. 4 (n = 1) and Figs. 14-15 (n = 3): MLP neurons (post-ReLU, last position) over the grid (top-left
-    37 x 37 crop) and the |2-D FFT| over the whole grid (zero frequency at the centre). One neuron: the two side by
-    side; several: one column each."""
+def crop_text(p: int, crop: int) -> str:
+    """The titles' note of a crop: said only when one is drawn (p > crop)."""
+    return f", top-left {crop} × {crop} crop" if 0 < crop < p else ""
+
+
+def fig_neurons(run: Run, acts: dict, out: Path, n: int = 3, number: str = "14", crop: int = CROP) -> list[Path]:
+    """Fig. 4 (n = 1) and Figs. 14-15 (n = 3): MLP neurons (post-ReLU, last position) over the grid (its top-left
+    `crop` x `crop` when p is larger; 0: the whole grid) and the |2-D FFT| over the whole grid (zero frequency at the
+    centre) on a log colour scale of three decades: a few key frequencies hold most of the power, and a linear scale
+    shows them alone. One neuron: the two side by side; several: one column each."""
     p = run.config.task.p
     neurons = acts[NEURONS][:, -1]  # (p*p, d_mlp)
     idx = top_neurons(neurons, n)
     shape, size = ((1, 2), (7.4, 3.6)) if n == 1 else ((2, n), (3.5 * n, 6.2))
     fig, axes = plt.subplots(*shape, figsize=size, squeeze=False, layout="constrained")
     pairs = [(axes[0, 0], axes[0, 1])] if n == 1 else list(zip(axes[0], axes[1], strict=True))
-    c = min(CROP, p)
+    c = min(crop, p) if crop > 0 else p
     for (top, bottom), i in zip(pairs, idx, strict=True):
         g = A.to_grid(neurons[:, i], p)  # (p, p) [x0, x1]
         grid_ax(top, g[:c, :c], c, f"neuron {i}", cbar="activation (post-ReLU)")
         spec = A.fft2_grid(g - g.mean())  # centred: the constant would outshine every frequency
         ext = [-(p // 2) - 0.5, p // 2 + 0.5, -(p // 2) - 0.5, p // 2 + 0.5]
-        im = bottom.imshow(spec.T, cmap="viridis", extent=ext, origin="lower")
+        top_power = max(float(spec.max()), 1e-12)
+        im = bottom.imshow(spec.T, cmap="viridis", extent=ext, origin="lower",
+                           norm=matplotlib.colors.LogNorm(top_power * 1e-3, top_power, clip=True))
         bottom.set_xlabel("ω0 (x0)")
         bottom.set_ylabel("ω1 (x1)")
         bottom.set_title(f"neuron {i}: |2-D FFT| (centred)")
-        colorbar(im, bottom, "|FFT coefficient|")
-    fig.suptitle(f"{run_title(run)}\nMLP neurons over (x0, x1) ({c} x {c} crop) and their spectra")
+        colorbar(im, bottom, "|FFT coefficient| (log)")
+    fig.suptitle(f"{run_title(run)}\nMLP neurons over (x0, x1){crop_text(p, crop)}, and their spectra")
     name = "fig04_neuron" if n == 1 else f"fig{number}_neurons"
     return save_figure(fig, out, f"{name}_{label(run)}")
 
 
-def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
-    """Fig. 18: attention from the output position to x0, per head (columns), over the grid, one row of heads per
-    run (miiii's heads each attend to one digit; nanda's split evenly); one colour scale, 0 to 1, for all."""
+def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path, crop: int = CROP) -> list[Path]:
+    """Fig. 18: attention from the output position to x0, per head (columns), over the grid (its top-left `crop` x
+    `crop` when p is larger; 0: the whole grid), one row of heads per run (miiii's heads each attend to one digit;
+    nanda's split evenly); one colour scale, 0 to 1, for all."""
     n_heads = max(a["blocks.0.attn.hook_pattern"].shape[1] for _, a in runs_acts)
     fig = plt.figure(figsize=(2.6 * n_heads + 1.2, 2.9 * len(runs_acts) + 0.5), layout="constrained")
     rows = np.atleast_1d(fig.subfigures(len(runs_acts), 1))
@@ -83,7 +94,7 @@ def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
         p = run.config.task.p
         pat = acts["blocks.0.attn.hook_pattern"][:, :, -1, run.config.task.digit_positions[0]]  # (p*p, H): -> x0
         axes = sub.subplots(1, n_heads, squeeze=False)[0]
-        c = min(CROP, p)
+        c = min(crop, p) if crop > 0 else p
         for h, ax in enumerate(axes):
             if h >= pat.shape[1]:
                 ax.set_visible(False)
@@ -94,7 +105,7 @@ def fig_attention(runs_acts: list[tuple[Run, dict]], out: Path) -> list[Path]:
             ax.set_ylabel("x1")
             for axis in (ax.xaxis, ax.yaxis):
                 axis.set_major_locator(matplotlib.ticker.MaxNLocator(4, integer=True))
-        sub.suptitle(f"{run_title(run)} ({run.config.task.name}, {c} x {c} crop)", fontsize=9)
+        sub.suptitle(f"{run_title(run)} ({run.config.task.name}{crop_text(p, crop)})", fontsize=9)
         colorbar(im, list(axes[:pat.shape[1]]), "attention to x0", fraction=0.03)
     fig.suptitle("attention from the output position to x0 (0: all on x1 or '=', 1: all on x0)")
     return save_figure(fig, out, "fig18_attention")
@@ -158,17 +169,22 @@ def _cell_edges(transform, x: np.ndarray) -> np.ndarray:
     return transform.inverted().transform(mid.reshape(-1, 1))[:, 0]
 
 
-def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str,
-                 heading: str = "") -> list[Path]:
-    """Nanda et al. 2023's progress measures over training: train/test/restricted/excluded loss and Gini."""
+def fig_progress(steps: np.ndarray, measures: dict, key_freqs, out: Path, name: str, heading: str = "",
+                 p: int | None = None, grok: int | None = None) -> list[Path]:
+    """Nanda et al. 2023's progress measures over training: train/test/restricted/excluded loss and Gini. With `p`
+    the losses are divided by ln p, the unit of every other loss the run reports (tasks.TaskSpec.unit); `grok`, the
+    grok step, is a dotted vertical line on both panels."""
     fig, (a0, a1) = plt.subplots(2, 1, figsize=(7, 5), sharex=True, layout="constrained")
     dots = markers(len(steps))
+    scale = 1 / np.log(p) if p else 1.0
     for (k, lbl), c in zip([("train_loss", "train"), ("test_loss", "test"), ("restricted_loss", "restricted"),
                             ("excluded_loss", "excluded")], OKABE_ITO, strict=False):
-        a0.plot(steps, measures[k], color=c, label=lbl, **dots)
+        a0.plot(steps, np.asarray(measures[k]) * scale, color=c, label=lbl, **dots)
+    for ax in (a0, a1):
+        grok_lines(ax, {"every task": grok}, ["k"], legend=ax is a0)
     a0.set_yscale("log")
-    a0.set_ylabel("cross-entropy")
-    a0.legend(frameon=False, fontsize=7)
+    a0.set_ylabel("loss (log)\n" + ("cross-entropy / ln p" if p else "cross-entropy (nats)"))
+    a0.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     a0.set_title(f"{heading or name}\nprogress measures (key frequencies {list(map(int, key_freqs))})")
     a1.plot(steps, measures["gini"], color=OKABE_ITO[2], **dots)
     a1.set_ylabel("Gini of |W_E| Fourier norms")
@@ -195,7 +211,9 @@ def over_training(run: Run, acts: dict, out: Path, max_steps: int = 160) -> list
         sel = np.asarray(logits[il[j]], dtype=np.float64).reshape(len(j), p * p, -1)[..., :p]  # (t, p*p, p)
         _, key = A.neuron_key_freqs(A.neuron_freq_fractions(A.to_grid(acts[NEURONS][:, -1], p)))
         measures = A.progress_measures(sel, np.asarray(run.acts["W_E"][iw[j]]), p, key, train_idx(run))
-        paths += fig_progress(common[j], measures, key, out, label(run), run_title(run))
+        grok = [g for g in task_grok(run.metrics).values()]
+        paths += fig_progress(common[j], measures, key, out, label(run), run_title(run), p=p,
+                              grok=None if None in grok or not grok else max(grok))
     return paths
 
 
@@ -210,18 +228,30 @@ def train_idx(run: Run) -> np.ndarray:
 
 
 def fig_frequency_ablation(run: Run, ablation: dict, out: Path) -> list[Path]:
-    """Each task's loss increase when frequency k of either digit is removed from the MLP neurons over the grid
-    (interventions.frequency_ablation): which frequencies each task depends on."""
-    d = np.maximum(ablation["loss"] - ablation["base"][None], 0).T  # (tasks, k)
-    n_tasks = d.shape[0]
+    """Each task's loss increase, in the run's loss unit, when frequency k of either digit is removed from the MLP
+    neurons over the grid (interventions.frequency_ablation): which frequencies each task depends on. One task: a bar
+    per frequency; several: a heat map, a row per task."""
+    d = np.maximum(ablation["loss"] - ablation["base"][None], 0).T  # (tasks, k), nats
+    d = d / np.log(np.asarray(run.task.n_classes, np.float64))[:, None]  # the run's loss unit (TaskSpec.unit)
+    n_tasks, k = d.shape[0], np.asarray(ablation["k"])
+    what = f"Δ loss ({task_spec(run.config.task.name).unit})"
+    title = f"{run_title(run)}\nloss increase over the grid when frequency k leaves the MLP neurons"
+    if n_tasks == 1:  # one task: bars, not a one-row heat map
+        fig, ax = plt.subplots(figsize=(max(6.5, 0.12 * len(k) + 2.5), 3.0), layout="constrained")
+        ax.bar(k, d[0], color=OKABE_ITO[0], width=0.8)
+        ax.set_ylabel(what)
+        ax.set_xlabel("frequency k removed (every component with ±k in x0 or x1)")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_title(f"{title} ({ablation['tasks'][0]})", fontsize=8)
+        return save_figure(fig, out, f"fig_freq_ablation_{label(run)}")
     fig, ax = plt.subplots(figsize=(max(6.5, 0.16 * d.shape[1] + 2.5), max(2.4, 0.22 * n_tasks + 1.4)),
                            layout="constrained")
     im = ax.imshow(d, aspect="auto", interpolation="nearest", cmap="magma",
-                   extent=(ablation["k"][0] - 0.5, ablation["k"][-1] + 0.5, n_tasks - 0.5, -0.5))
+                   extent=(k[0] - 0.5, k[-1] + 0.5, n_tasks - 0.5, -0.5))
     ax.set_yticks(range(n_tasks), ablation["tasks"], fontsize=6 if n_tasks > 12 else 8)
     ax.set_xlabel("frequency k removed (every component with ±k in x0 or x1)")
     ax.set_ylabel("task")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_title(f"{label(run)}\nloss increase over the grid when frequency k leaves the MLP neurons", fontsize=8)
-    colorbar(im, ax, "Δ loss (nats)")
+    ax.set_title(title, fontsize=8)
+    colorbar(im, ax, what)
     return save_figure(fig, out, f"fig_freq_ablation_{label(run)}")

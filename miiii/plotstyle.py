@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from miiii import analysis as A  # noqa: E402
 from miiii.run import Run  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -151,3 +152,50 @@ def layout_problems(fig, tolerance: float = 1.0) -> list[str]:
 
 def _box(bb) -> str:
     return f"({bb.x0:.0f}, {bb.y0:.0f})-({bb.x1:.0f}, {bb.y1:.0f})"
+
+
+# ---------------------------------------------------------------- the grokking figure's pieces (plots, compare, page)
+
+SPLIT_LINES = {"train": "-", "valid": "--", "test": ":"}  # one line style per split wherever splits share a colour
+
+
+def task_grok(m: dict) -> dict[str, int | None]:
+    """{task: grok step or None} from a run's metrics: the first evaluated step with validation accuracy >=
+    analysis.GROK_THRESHOLD (what summary.json's grok_step holds, here also for a run still training)."""
+    if not len(m.get("step", ())):
+        return {}
+    return dict(zip(map(str, m["task_names"]), A.grok_steps(m["step"], np.asarray(m["valid_acc"])), strict=True))
+
+
+def mean_curve(m: dict, key: str, max_points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """(step + 1, the mean over tasks of `key`) at the evaluated steps (validation may run every k steps), at most
+    `max_points` of them log-spaced: a log axis shows every feature of the curve from those."""
+    y = np.asarray(m[key], np.float64)
+    rows = np.flatnonzero(np.isfinite(y).any(-1))
+    rows = rows[sample_steps(len(rows), max_points, log=True)]
+    return np.asarray(m["step"])[rows] + 1, np.nanmean(y[rows], -1)
+
+
+def grok_lines(ax, grok: dict[str, int | None], colours, legend: bool = True, ls: str = ":") -> None:
+    """A vertical line at each grokked task's grok step (drawn at step + 1, the axes' log x), named with its step in
+    the legend when `legend`: the grokking transition, marked."""
+    for (name, g), c in zip(grok.items(), colours, strict=True):
+        if g is not None:
+            ax.axvline(g + 1, color=c, ls=ls, lw=1, label=f"{name}: grok step {g:,}" if legend else None)
+
+
+def grok_heading(grok: dict[str, int | None]) -> str:
+    """'2/4 tasks grokked (validation accuracy ≥ 0.99)', or the one task's grok step."""
+    done = [g for g in grok.values() if g is not None]
+    rule = f"validation accuracy ≥ {A.GROK_THRESHOLD:g}"
+    if len(grok) == 1:
+        return f"grok step {done[0]:,} ({rule})" if done else f"not grokked ({rule})"
+    return f"{len(done)}/{len(grok)} tasks grokked ({rule})"
+
+
+def log_or_linear(ax, values, axis: str = "y") -> None:
+    """A log scale on `axis` where the positive `values` span a decade or more, else linear: a log axis over
+    1,000-1,500 shows one tick label and no reading."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], np.float64)
+    log = len(v) > 1 and v.max() >= 10 * v.min()
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log" if log else "linear")

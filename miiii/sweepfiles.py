@@ -73,7 +73,9 @@ def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
     ax.set_xlim(-0.5, len(points) - 0.5)
     ax.set_xlabel("sweep point")
     ax.set_ylabel("grokking step\n(all tasks ≥ 0.99 valid acc)")
-    ax.set_yscale("log" if steps > 100 else "linear")
+    shown = [y for pt in points for y in pt["grok_steps"] if y] + [steps]
+    log = min(shown) * 10 <= max(shown)  # a log axis over less than a decade (1,000-1,500) shows one tick label
+    ax.set_yscale("log" if log else "linear")
     ax.axhline(steps, color="#d55e00", ls=":", lw=1)
     ax.set_title("grokking step per member")
     key = [Line2D([], [], color="#0072b2", marker="o", ls="", label="grokked"),

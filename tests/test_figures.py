@@ -328,8 +328,8 @@ def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(run
     monkeypatch.setattr(C, "save_figure", plotstyle.save_figure)  # the checking one
     assert main(["compare", str(sweep), "--out", str(tmp_path / "cmp")]) == 0
     assert {p.name for p in (tmp_path / "cmp").glob("*.png")} == {"compare_loss.png", "compare_accuracy.png",
-                                                                   "compare_grok.png"}
-    assert set(found) == {"compare_loss", "compare_accuracy", "compare_grok"}
+                                                                   "compare_grok.png", "compare_grokking.png"}
+    assert set(found) == {"compare_loss", "compare_accuracy", "compare_grok", "compare_grokking"}
     assert {k: v for k, v in found.items() if v} == {}
     assert main(["compare", str(runs["nanda"])]) == 2  # one run
     assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run
@@ -384,3 +384,158 @@ def test_film_and_page_of_a_run(runs, tmp_path, monkeypatch):
                         "--window-size=1200,2000", html_path.as_uri()], capture_output=True, timeout=120)
         with Image.open(shot) as im:
             assert im.size == (1200, 2000) and len(set(im.convert("L").getdata())) > 10  # not a blank page
+
+
+# ---------------------------------------------------------------- the grokking figure, grok markers, loss units, crops
+
+
+def _grokked(run, at: dict[int, int]):
+    """`run` with task k's validation accuracy 1 at every evaluated step from at[k] on: the tiny runs do not grok in 40
+    steps, and a grok marker needs a grok step."""
+    from dataclasses import replace
+
+    m = dict(run.metrics)
+    va = np.array(m["valid_acc"], np.float64)
+    for k, s in at.items():
+        late = (m["step"] >= s)[:, None] & np.isfinite(va) & (np.arange(va.shape[1]) == k)
+        va[late] = 1.0
+    return replace(run, metrics=m | {"valid_acc": va})
+
+
+def _first_grok(m: dict) -> list:
+    """Each task's grok step read straight from the metrics: the first step whose validation accuracy is >= 0.99."""
+    va = np.asarray(m["valid_acc"])
+    return [int(m["step"][np.flatnonzero(va[:, k] >= 0.99)[0]]) if (va[:, k] >= 0.99).any() else None
+            for k in range(va.shape[1])]
+
+
+def _kept(monkeypatch, *modules) -> dict:
+    """Figure name -> its figure (left open), for each figure the modules would save."""
+    figs = {}
+    for module in modules:
+        monkeypatch.setattr(module, "save_figure", lambda fig, out, name: figs.setdefault(name, fig) and [])
+    return figs
+
+
+def _vlines(ax) -> set:
+    return {float(ln.get_xdata()[0]) for ln in ax.get_lines() if len(set(np.ravel(ln.get_xdata()))) == 1
+            and len(ln.get_xdata()) == 2}
+
+
+def test_grokking_figure_draws_loss_and_accuracy_on_log_axes_with_every_tasks_grok_step(runs, tmp_path, monkeypatch):
+    """fig_grokking: train and validation loss (log-log) and accuracy (log x) on one step axis, a vertical line at
+    step + 1 of each task's grok step (read from the metrics here), its step in the legend, the loss unit in the
+    label; readable by the layout tests."""
+    figs = _kept(monkeypatch, plots)
+    for name, unit, at in (("miiii", "cross-entropy / ln q", {0: 20, 2: 31}), ("nanda", "cross-entropy / ln p",
+                                                                               {0: 12})):
+        run = _grokked(load_run(runs[name]), at)
+        plots.fig_grokking(run, tmp_path)
+        fig = figs[f"fig_grokking_{name}"]
+        a_loss, a_acc = fig.axes[:2]
+        assert a_loss.get_xscale() == a_acc.get_xscale() == a_loss.get_yscale() == "log"
+        assert a_loss.get_shared_x_axes().joined(a_loss, a_acc)
+        assert unit in a_loss.get_ylabel()
+        grok = _first_grok(run.metrics)
+        assert [g is not None for g in grok] == [k in at for k in range(len(grok))]
+        want = {g + 1.0 for g in grok if g is not None}
+        assert _vlines(a_loss) == _vlines(a_acc) == want
+        legend = " ".join(t.get_text() for t in a_acc.get_legend().get_texts())
+        assert all(f"grok step {g:,}" in legend for g in grok if g is not None)
+        splits = {t.get_text() for t in a_loss.get_legend().get_texts()}
+        assert {"train", "validation"} <= splits and ("test (final)" in splits) == ("test" in run.summary["final"])
+        assert plotstyle.layout_problems(fig) + _unreadable(fig) == []
+        matplotlib.pyplot.close(fig)
+
+
+def test_loss_unit_is_named_on_every_loss_axis_and_header(runs, tmp_path, monkeypatch):
+    """One unit: summary.json says it, fig06, the progress measures (divided by ln p here too), the frequency ablation
+    (bars for one task, not a one-row heat map) and the page's summary table name it."""
+    from miiii import page as P
+    from miiii.interventions import frequency_ablation
+
+    nanda = load_run(runs["nanda"])
+    assert nanda.summary["loss_unit"] == "cross-entropy / ln p"
+    assert load_run(runs["miiii"]).summary["loss_unit"] == "cross-entropy / ln q"
+    figs = _kept(monkeypatch, plots, plots_neurons)
+    plots.fig_curves(nanda, tmp_path, "loss")
+    assert all("cross-entropy / ln p" in ax.get_ylabel() for ax in figs["fig06_loss_nanda"].axes)
+    steps = np.array([0, 10, 20, 30])
+    measures = {k: np.full(4, 2.0) for k in ("train_loss", "test_loss", "restricted_loss", "excluded_loss", "gini")}
+    plots_neurons.fig_progress(steps, measures, [1], tmp_path, "x", p=13, grok=20)
+    top = figs["fig_progress_x"].axes[0]
+    assert "cross-entropy / ln p" in top.get_ylabel() and _vlines(top) == {21.0}
+    assert np.allclose(top.get_lines()[0].get_ydata(), 2 / np.log(13))
+    ab = frequency_ablation(nanda)
+    plots_neurons.fig_frequency_ablation(nanda, ab, tmp_path)
+    fig = figs["fig_freq_ablation_nanda"]
+    assert not fig.findobj(matplotlib.image.AxesImage) and "cross-entropy / ln p" in fig.axes[0].get_ylabel()
+    assert plotstyle.layout_problems(fig) + _unreadable(fig) == []
+    matplotlib.pyplot.close("all")
+    html_path = P.page(runs["nanda"], tmp_path / "p.html", with_film=False)
+    assert "<th>loss (cross-entropy / ln p)</th>" in html_path.read_text()
+
+
+def test_crop_is_drawn_and_titled_only_where_p_exceeds_it(runs, tmp_path, monkeypatch):
+    """figures --crop N: figures 4, 14 and 18 show the top-left N x N when p is larger, and only then say a crop; the
+    neurons' spectra are on a log colour scale."""
+    run = load_run(runs["nanda"])
+    acts = plots_neurons.grid_acts(run)
+    figs = _kept(monkeypatch, plots_neurons)
+    p = run.config.task.p
+    for crop, shown in ((37, p), (0, p), (5, 5)):
+        plots_neurons.fig_neurons(run, acts, tmp_path, n=1, crop=crop)
+        plots_neurons.fig_attention([(run, acts)], tmp_path, crop=crop)
+        fig4, fig18 = figs.pop("fig04_neuron_nanda"), figs.pop("fig18_attention")
+        titles = fig4.get_suptitle() + " ".join(s.get_suptitle() for s in fig18.subfigs)
+        assert ("crop" in titles) == (shown < p) and (f"{shown} × {shown} crop" in titles) == (shown < p)
+        images = fig4.findobj(matplotlib.image.AxesImage)
+        assert images[0].get_array().shape == (shown, shown)
+        assert isinstance(images[1].norm, matplotlib.colors.LogNorm)  # the |FFT|
+        assert fig18.findobj(matplotlib.image.AxesImage)[0].get_array().shape == (shown, shown)
+        matplotlib.pyplot.close("all")
+    assert main(["figures", str(runs["nanda"]), "--crop", "-1", "--out", str(tmp_path / "f")]) == 2
+
+
+def test_film_marks_grok_steps_and_gives_neurons_a_colour_bar(runs, monkeypatch):
+    """Each frame: the accuracy panel's grok lines, a labelled colour bar (one scale for the film) beside each neuron,
+    and no panel showing another step than the frame's title without saying so."""
+    from miiii import film as F
+
+    run = _grokked(load_run(runs["nanda"]), {0: 12})
+    shown = []
+    monkeypatch.setattr(F.plt, "close", lambda fig: shown.append(fig))
+    for _ in F.frames(run, 8):
+        pass
+    assert len(shown) == 8
+    scale = {}  # neuron panel -> its colour scales over the frames
+    for fig in shown:
+        step = int(fig.get_suptitle().rsplit("step ", 1)[1])
+        images = fig.findobj(matplotlib.image.AxesImage)
+        assert images and all(im.colorbar is not None and im.colorbar.ax.get_ylabel() for im in images)
+        for im in images:
+            scale.setdefault(im.axes.get_title().split(" (")[0], set()).add((im.norm.vmin, im.norm.vmax))
+        for ax in fig.axes:
+            t = ax.get_title()
+            assert "(step " not in t and ("recorded at step" not in t or f"step {step})" not in t)
+        acc = [ax for ax in fig.axes if ax.get_title().startswith("validation accuracy")][0]
+        assert {g + 1.0 for g in _first_grok(run.metrics) if g is not None} <= _vlines(acc)
+    assert len(scale) == 3 and all(len(v) == 1 for v in scale.values())  # one scale per neuron for the whole film
+    matplotlib.pyplot.close("all")
+
+
+def test_grok_step_axes_are_log_only_over_a_decade(tmp_path, monkeypatch):
+    """grok_steps.png (and compare_grok through plotstyle.log_or_linear): linear over 1,000-1,500, log over more."""
+    scales = []
+    savefig = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, path, *a, **k:
+                        scales.append(fig.axes[0].get_yscale()) or savefig(fig, path, *a, **k))
+    for grok, steps in (([1000, 1200, None], 1500), ([50, 1200, None], 1500)):
+        plot_grok_steps([{"values": {}, "grok_steps": grok, "mean": None}], steps, tmp_path / "g.png")
+    assert scales == ["linear", "log"]
+    fig, ax = matplotlib.pyplot.subplots()
+    plotstyle.log_or_linear(ax, [1000, 1500])
+    assert ax.get_yscale() == "linear"
+    plotstyle.log_or_linear(ax, [10, 1500])
+    assert ax.get_yscale() == "log"
+    matplotlib.pyplot.close(fig)
