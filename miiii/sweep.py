@@ -336,7 +336,7 @@ class SweepRun:
             final = jax.device_get(self._host(states).params)
         finally:
             self.close()
-        return self._finish(final, diverged, wall)
+        return self._finish(final, diverged, wall, start=done)
 
     def _train(self, states, done, diverged, stop, progress, profile, on_chunk):
         cfg, n, steps = self.cfg, len(self.members), self.cfg.train.steps
@@ -387,7 +387,8 @@ class SweepRun:
     def _record_data(self) -> dict:
         return {"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {}
 
-    def _finish(self, final, diverged: np.ndarray, wall: float) -> dict:
+    def _finish(self, final, diverged: np.ndarray, wall: float, start: int = 0) -> dict:
+        """`wall`: the seconds this process trained, from step `start` (a resumed sweep's rate counts those steps)."""
         cfg, task, trainer, steps, n = self.cfg, self.task, self.trainer, self.cfg.train.steps, len(self.members)
         step_axis = np.arange(steps)
         rows = []
@@ -413,7 +414,8 @@ class SweepRun:
             rows.append(summary | {"member": mem.index})
         result = dict(preset_config=cfg.to_dict(), n_members=n, n_devices=self.n_dev,
                       n_processes=jax.process_count(), wall_s=round(wall, 3),
-                      member_steps_per_s=round(n * steps / max(wall, 1e-9), 1), members=rows,
+                      resumed_from=start, member_steps_per_s=round(n * (steps - start) / max(wall, 1e-9), 1),
+                      members=rows,
                       points=grid_points(rows))
         if self.writer:  # sweep.json last: its presence says the sweep is complete
             write_text_atomic(self.out_dir / "members.csv", members_csv(rows, self.keys))

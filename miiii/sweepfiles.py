@@ -92,7 +92,8 @@ def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
     members' table (members.csv)."""
     where = f", {res['n_processes']} processes" if joined else ""
     lines = [f"sweep directory: {out}  ({res['n_members']} members on {res['n_devices']} device(s){where}, "
-             f"{res['wall_s']:.1f} s, {res['member_steps_per_s']} member-steps/s)"]
+             f"{res['wall_s']:.1f} s" + (f" for steps {res['resumed_from']:,} on" if res.get("resumed_from") else "")
+             + f", {res['member_steps_per_s']} member-steps/s)"]
     for pt in res["points"]:
         label = point_label(pt["values"])
         mean = f"{pt['mean']:.0f}" if pt["mean"] is not None else "-"

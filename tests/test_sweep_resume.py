@@ -96,6 +96,9 @@ def test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical(tmp_path, capsys):
     assert _runhelp.tree_digest(out) == before
     assert main([*ARGS, "--resume", str(out)]) == 0  # the sweep's own arguments given again: no change
     assert "resuming" in capsys.readouterr().err
+    res = json.loads((out / "sweep.json").read_text())  # the rate counts the steps this process trained
+    assert res["resumed_from"] == 20 and json.loads((ref / "sweep.json").read_text())["resumed_from"] == 0
+    assert res["member_steps_per_s"] == pytest.approx(2 * (CFG.train.steps - 20) / res["wall_s"], rel=0.01, abs=0.2)
     for i in (0, 1):
         _runhelp.assert_same_run(ref / f"member_{i:03d}", out / f"member_{i:03d}")
     rows = [json.loads((d / "sweep.json").read_text())["members"] for d in (ref, out)]
