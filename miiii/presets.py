@@ -107,7 +107,8 @@ PAPER_CPU_NANDA = set_fields(
 # found to a miiii that groks every task on a CPU: miiii-paper-cpu at d 96. At d 64 the run stalls with 6 of 19 tasks
 # grokked after 15k steps (the mid-sized primes 13, 17, 19 stay below chance: x1's embedding needs the frequencies
 # k * (71 mod q) beside x0's k, about 4 dimensions a task, more than d 64 holds for 19 tasks); at d 96 most tasks
-# grok, and the last few sit at 0.93-0.98 validation accuracy. Its odds over 5 seeds: results/miiii-cpu/results.md.
+# grok, and the last few plateau below 0.99 validation accuracy. Its odds over 5 seeds, and each seed's last tasks:
+# results/miiii-cpu/results.md.
 MIIII_CPU = set_fields(PAPER_CPU, model=dict(d_model=96), train=dict(steps=25_000, chunk=500, eval_every=50))
 
 # The original code's choices where its text and code differ (docs/definitions.md, section 5): jax's truncated
