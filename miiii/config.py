@@ -18,7 +18,6 @@ from miiii.tasks import TaskConfig
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
-OPTIMIZERS = ("adamw", "muon")  # optim.optimizer
 LOSSES = ("softmax", "stablemax")  # train.loss
 LOSS_DTYPES = ("float16", "float32", "float64")  # train.loss_dtype
 
@@ -68,7 +67,7 @@ class OptimConfig:
     window: int = 100  # grokfast MA window
     ema_init: str = "first"  # first: EMA starts at the first gradient (reference) | zeros (original miiii code)
     # adamw | muon: Muon (optax.contrib.muon) on the hidden matrices (attention W_Q, W_K, W_V, W_O; MLP W_in, W_out),
-    # AdamW on the embeddings, the unembedding, biases and LayerNorms (optim.muon_dims)
+    # AdamW on the embeddings, the unembedding, biases and LayerNorms (optimizers.muon_dims)
     optimizer: str = "adamw"
     # Prieto et al. 2025's perpendicular gradient: each parameter array's update loses its component along the array,
     # then is rescaled to its own norm (miiii/orthograd.py); in the chain after grokfast, before the optimizer

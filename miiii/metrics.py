@@ -151,8 +151,14 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
-def metric_names(metrics: tuple[Metric, ...] = METRICS) -> tuple[str, ...]:
-    return tuple(m.name for m in metrics)
+def live(metrics: tuple[Metric, ...] | None) -> tuple[Metric, ...]:
+    """`metrics`, or the table as it is now (not as it was when a function was defined): an entry added at run time
+    (a test's, a notebook's) reaches every reader."""
+    return METRICS if metrics is None else metrics
+
+
+def metric_names(metrics: tuple[Metric, ...] | None = None) -> tuple[str, ...]:
+    return tuple(m.name for m in live(metrics))
 
 
 def metric_shape(metric: Metric, n_tasks: int, n_params: int) -> tuple[int, ...]:
@@ -160,20 +166,22 @@ def metric_shape(metric: Metric, n_tasks: int, n_params: int) -> tuple[int, ...]
     return {"scalar": (), "task": (n_tasks,), "param": (n_params,)}[metric.kind]
 
 
-def compute(ctx: StepContext, metrics: tuple[Metric, ...] = METRICS) -> dict:
+def compute(ctx: StepContext, metrics: tuple[Metric, ...] | None = None) -> dict:
     """Every metric of the table at one step: name -> array."""
-    return {m.name: m.fn(ctx) for m in metrics}
+    return {m.name: m.fn(ctx) for m in live(metrics)}
 
 
-def log_columns(task_names, param_names, metrics: tuple[Metric, ...] = METRICS) -> list[str]:
+def log_columns(task_names, param_names, metrics: tuple[Metric, ...] | None = None) -> list[str]:
     """metrics.jsonl's keys after "step", which are also the TensorBoard tags: each logged metric's name (a
     scalar) or `name/TASK` and `name/PARAM` per task or parameter, in the table's order."""
+    metrics = live(metrics)
     subs = {"scalar": [None], "task": list(task_names), "param": list(param_names)}
     return [m.name if s is None else f"{m.name}/{s}" for m in metrics if m.logged for s in subs[m.kind]]
 
 
-def log_values(hist: dict, steps, metrics: tuple[Metric, ...] = METRICS):
+def log_values(hist: dict, steps, metrics: tuple[Metric, ...] | None = None):
     """The logged metrics of `hist` (name -> (T, ...)) at `steps`, one column per `log_columns` entry:
     (len(steps), columns) float64."""
+    metrics = live(metrics)
     cols = [hist[m.name][steps].reshape(len(steps), int(np.prod(hist[m.name].shape[1:]))) for m in metrics if m.logged]
     return np.concatenate(cols, axis=1).astype(np.float64)

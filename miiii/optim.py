@@ -1,15 +1,15 @@
-"""The optimizer chain from a config: [clip] -> [grokfast] -> [orthograd] -> AdamW (or Muon on the hidden matrices
-and AdamW on the rest) with an optax schedule."""
+"""The optimizer chain from a config: [clip] -> [grokfast] -> [orthograd] -> the optimizer `optim.optimizer` names
+(an entry of optimizers.OPTIMIZERS: AdamW, or Muon on the hidden matrices and AdamW on the rest) with an optax
+schedule."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import optax
-from optax.contrib import MuonDimensionNumbers, muon
 
 from miiii.config import OptimConfig, sweepable
 from miiii.grokfast import grokfast_ema, grokfast_ma
+from miiii.optimizers import OPTIMIZERS
 from miiii.orthograd import orthograd
 
 
@@ -34,39 +34,6 @@ def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule
     return lambda count: lr * unit(count)
 
 
-# optim.optimizer = muon: which parameter arrays Muon takes, and how each is a matrix (reduction axes: the input's,
-# output axes: the output's; any other axis is a batch of matrices). The model's attention weights are per head,
-# W_Q/W_K/W_V (heads, d_model, d_head) and W_O (heads, d_head, d_model): each is taken whole, as the d_model x
-# (heads * d_head) (or (heads * d_head) x d_model) matrix of a fused projection, the nn.Linear a PyTorch Muon sees.
-# Everything else (W_E, W_pos, W_U, biases, LayerNorm scales and biases) is AdamW's, as in the Muon grokking studies.
-MUON_DIMS = {
-    ("attn", "W_Q"): MuonDimensionNumbers(reduction_axis=1, output_axis=(0, 2)),
-    ("attn", "W_K"): MuonDimensionNumbers(reduction_axis=1, output_axis=(0, 2)),
-    ("attn", "W_V"): MuonDimensionNumbers(reduction_axis=1, output_axis=(0, 2)),
-    ("attn", "W_O"): MuonDimensionNumbers(reduction_axis=(0, 1), output_axis=2),
-    ("mlp", "W_in"): MuonDimensionNumbers(reduction_axis=0, output_axis=1),
-    ("mlp", "W_out"): MuonDimensionNumbers(reduction_axis=0, output_axis=1),
-}
-# Muon's updates scaled to AdamW's typical RMS (0.2 * sqrt(max(fan_in, fan_out)); Liu et al. 2025, "Muon is scalable
-# for LLM training"), so a preset's lr and weight decay carry over to the Muon side
-MUON_RMS = 0.2
-
-
-def _muon_rule(path, leaf):
-    keys = tuple(getattr(k, "key", str(k)) for k in path)
-    return MUON_DIMS.get(keys[-2:]) if len(keys) >= 2 else None
-
-
-def muon_dims(params):
-    """Per parameter array: its MuonDimensionNumbers if Muon takes it (MUON_DIMS), else None (AdamW)."""
-    return jax.tree_util.tree_map_with_path(_muon_rule, params)
-
-
-def muon_labels(params):
-    """Per parameter array: "muon" or "adamw" (optax.partition's labels)."""
-    return jax.tree_util.tree_map_with_path(lambda p, x: "adamw" if _muon_rule(p, x) is None else "muon", params)
-
-
 def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -> optax.GradientTransformation:
     """`hp` overrides any sweepable optim field (config.SWEEPABLE) with (possibly traced) values; the state's
     structure never changes."""
@@ -87,11 +54,5 @@ def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -
         parts.append(orthograd())
     schedule = make_schedule(cfg, total_steps, v["lr"])
     adamw = optax.adamw(schedule, b1=v["b1"], b2=v["b2"], weight_decay=v["weight_decay"])
-    if cfg.optimizer == "muon":  # optax's Muon (momentum 0.95, Nesterov, 5 Newton-Schulz steps) on MUON_DIMS' arrays;
-        # its own AdamW fallback (Nesterov) gets none: the rest goes to the same AdamW as optimizer=adamw
-        hidden = muon(schedule, weight_decay=v["weight_decay"], consistent_rms=MUON_RMS,
-                      muon_weight_dimension_numbers=muon_dims)
-        parts.append(optax.partition({"muon": hidden, "adamw": adamw}, muon_labels))
-    else:
-        parts.append(adamw)
+    parts.append(OPTIMIZERS[cfg.optimizer].build(schedule, adamw, v))  # the registry's last stage
     return optax.chain(*parts)

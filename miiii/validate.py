@@ -9,8 +9,9 @@ import math
 import os
 from dataclasses import fields
 
-from miiii.config import INITS, LOSS_DTYPES, LOSSES, OPTIMIZERS, PRECISIONS, SECTIONS, RunConfig
+from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig
 from miiii.errors import ConfigError, did_you_mean, shown
+from miiii.optimizers import OPTIMIZERS
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
 
@@ -62,8 +63,9 @@ def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
     params = (vocab + n_ctx) * d + hidden + d * out
     extra = {"none": 0, "ema": 1, "ma": o.window}.get(o.grokfast, 0)
     batch = min(tr.batch_size or n_train, n_train)
-    one_moment = hidden if o.optimizer == "muon" else 0  # Muon keeps one moment of the hidden matrices, AdamW two
-    return (params * (4 + extra) - one_moment) * 4, {
+    # AdamW keeps two moments per parameter; an optimizer with fewer on the hidden matrices (Muon: one) saves the rest
+    saved = hidden * (2 - OPTIMIZERS[o.optimizer].moments) if o.optimizer in OPTIMIZERS else 0
+    return (params * (4 + extra) - saved) * 4, {
         "metrics": tr.steps * (3 + 4 * tasks) * 4, "data": samples * (n_ctx + slots) * 4,
         "activations": batch * n_ctx * m.mlp_dim * 4}
 

@@ -22,6 +22,7 @@ LAYERS = (
     "cadence",  # which steps are evaluated, recorded, kept
     "grokfast",  # the EMA / MA gradient filters (optax)
     "orthograd",  # Prieto et al.'s perpendicular gradient (optax)
+    "optimizers",  # the optimizer registry: optim.optimizer's names and last stages
     "metrics",  # the per-step metrics table
     "tokens",  # how the tasks' numbers become tokens: the grid, the book's sequences, probes, edge cases
     "tasks",  # the task registry: TaskConfig, every rule of a task, its data and loss description

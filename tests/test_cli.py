@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from miiii.config import LOSS_DTYPES, LOSSES, OPTIMIZERS
+from miiii.config import LOSS_DTYPES, LOSSES
+from miiii.optimizers import OPTIMIZERS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -91,8 +91,30 @@ def test_every_hook_point_by_its_transformerlens_name_and_shape(preset):
     if m.layer_norm:
         want |= {"ln_final.hook_scale": (b, t, 1), "ln_final.hook_normalized": (b, t, d)}
     want["logits"] = (b, t, task.d_out) if m.readout == "all" else (b, task.n_slots, task.d_out)
-    assert {k: tuple(v.shape) for k, v in cache.items()} == want
+    # the TransformerLens shapes of the points TransformerLens has; a point added to hooks.py gets its own test
+    assert set(want) <= set(model.hook_names()) and {k: tuple(cache[k].shape) for k in want} == want
     assert list(cache) == list(model.hook_names())  # in the order the pass reaches them
+
+
+@pytest.mark.parametrize("preset", ["nanda-tiny", "addition-tiny"])
+def test_every_hook_point_is_reached_once_and_a_hook_replaces_it(preset):
+    """Read from the registry (hook_names): each point's hook runs exactly once per pass, sees what run_with_cache
+    caches (batch first), and what it returns is what the pass goes on with: the same value keeps the logits."""
+    cfg, task, _, params = setup(preset)
+    model = HookedModel.of(cfg, task)
+    x = task.valid.x[:3]
+    logits, cache = model.run_with_cache(params, x)
+    for name in model.hook_names():
+        seen = []
+        kept = model.run_with_hooks(params, x, {name: _noting(seen)})
+        assert [n for n, _ in seen] == [name] and cache[name].shape[0] == x.shape[0], name
+        np.testing.assert_array_equal(seen[0][1], cache[name], err_msg=name)
+        np.testing.assert_array_equal(kept, logits, err_msg=name)
+
+
+def _noting(seen: list):
+    """A hook that notes (name, value) and changes nothing."""
+    return lambda v, name: seen.append((name, v)) or v
 
 
 @pytest.mark.parametrize("preset", ["nanda-tiny", "miiii-tiny", "addition-tiny", "reversal-tiny"])
@@ -112,8 +134,9 @@ def test_logits_and_every_activation_equal_the_numpy_forward_and_the_training_pa
     if cfg.model.readout == "last":  # classes past a task's bucket are 0, as in training
         assert not np.asarray(logits)[:, ~model.class_mask()].any()
     want = numpy_forward(params, x, cfg.model)
-    for name, v in cache.items():
-        w = want[name] if name != "logits" else np.where(valid, want[name], 0)
+    assert set(want) <= set(cache)  # the numpy forward writes out the points it knows; a new one has its own test
+    for name in want:
+        v, w = cache[name], want[name] if name != "logits" else np.where(valid, want[name], 0)
         tol = 2e-5 * max(float(np.abs(w[np.isfinite(w)]).max()), 1.0)
         np.testing.assert_allclose(np.asarray(v, np.float64), w, rtol=1e-4, atol=tol, err_msg=name)
     for name, v in fast_acts.items():  # the last block of readout "last" runs at the last position only

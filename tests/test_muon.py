@@ -1,6 +1,8 @@
-"""optim.optimizer = muon: which parameter arrays get Muon and which AdamW (a table over the models' trees), each side
-checked by what it does, a short run, and a run with every option of issue 29 that resumes bit-identical."""
+"""optim.optimizer = muon (its entry in optimizers.OPTIMIZERS): which parameter arrays get Muon and which AdamW (a
+table over the models' trees), each side checked by what it does, a short run, and a run with every option of
+issue 29 that resumes bit-identical."""
 
+import re
 from dataclasses import replace
 
 import jax
@@ -9,9 +11,10 @@ import numpy as np
 import pytest
 from _runhelp import Crash, assert_same_run, assert_trains, crash_at, train_chunks
 
-from miiii.config import OPTIMIZERS, OptimConfig, apply_overrides
-from miiii.errors import ConfigError
-from miiii.optim import make_optimizer, muon_labels
+from miiii.config import OptimConfig, apply_overrides
+from miiii.errors import ConfigError, did_you_mean
+from miiii.optim import make_optimizer
+from miiii.optimizers import OPTIMIZERS, muon_labels
 from miiii.presets import get_preset
 from miiii.runner import prepare, resume_run, train_run
 from miiii.train import make_trainer
@@ -83,7 +86,8 @@ def test_adamw_side_is_plain_adamw_and_muon_side_orthogonalises_the_fused_matrix
 
 
 def test_bad_optimizer_is_one_config_error_with_the_choices():
-    with pytest.raises(ConfigError, match=rf"optim.optimizer = 'sgdx': choose one of {', '.join(OPTIMIZERS)}$"):
+    hint = re.escape(did_you_mean("sgdx", OPTIMIZERS))  # '' unless the registry holds a name close to it
+    with pytest.raises(ConfigError, match=rf"optim.optimizer = 'sgdx'{hint}: choose one of {', '.join(OPTIMIZERS)}$"):
         validate(apply_overrides(get_preset("nanda-tiny"), ["optimizer=sgdx"]))
     with pytest.raises(ConfigError, match="did you mean 'adamw'"):
         validate(apply_overrides(get_preset("nanda-tiny"), ["optimizer=adam"]))
