@@ -4,12 +4,13 @@
 
 The two steps default to the last kept step before the grok step (`summary.json`: every task at 0.99 validation
 accuracy) and the first kept one at or after it; a run that did not grok compares its first and last kept steps.
-At each, from the parameters restored there (`run.params_at`): accuracy and cross-entropy on the training inputs
+At each, from the parameters restored there (`run.params_at`): accuracy and loss on the training inputs
 and on the rest of the grid, the restricted loss (only the key frequencies' directions of the logits kept) and the
 excluded loss (those directions removed, on the training inputs), the Gini coefficient of W_E's Fourier norms
 (`analysis.progress_measures`), the neurons' key frequencies (`analysis.neuron_key_freqs`) and the weight norm.
 The key frequencies of the later model define both restricted losses. Across grokking the restricted loss falls,
-the excluded loss rises and the Gini coefficient grows (Nanda et al. 2023, Fig. 7). Seconds for nanda-cpu.
+the excluded loss rises and the Gini coefficient grows (Nanda et al. 2023, Fig. 7). Every loss is cross-entropy
+/ ln p, the unit of summary.json, metrics.npz and the figures (summary.json's `loss_unit`). Seconds for nanda-cpu.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def measures(run, params, freqs) -> dict:
     labels = (np.arange(p * p) % p + np.arange(p * p) // p) % p
     test = np.setdiff1d(np.arange(p * p), train)
     pm = progress_measures(logits[None], params["W_E"][None], p, freqs, train)
-    pm = {name: float(pm[k][0]) for k, name in PROGRESS.items()}
+    per = {k: np.log(p) if k.endswith("_loss") else 1.0 for k in PROGRESS}  # the run's unit: cross-entropy / ln p
+    pm = {name: float(pm[k][0] / per[k]) for k, name in PROGRESS.items()}
     right = logits.argmax(-1) == labels
     keys = neuron_key_freqs(neuron_freq_fractions(to_grid(out[NEURONS][:, -1], p)))[1]
     norm = float(np.sqrt(sum(float((np.asarray(w, np.float64) ** 2).sum()) for w in _leaves(params))))
@@ -89,7 +91,8 @@ def compare(args) -> int:
     keys = neuron_key_freqs(neuron_freq_fractions(to_grid(run.cache((NEURONS,), "grid", late)[NEURONS][:, -1],
                                                           run.config.task.p)))[1]
     before, after = measures(run, run.params_at(b), keys), measures(run, late, keys)
-    print(f"{args.run_dir}: comparing steps {b} and {a} ({why}); restricted losses use frequencies {keys.tolist()}")
+    print(f"{args.run_dir}: comparing steps {b} and {a} ({why}); restricted losses use frequencies {keys.tolist()}; "
+          f"losses in {run.summary.get('loss_unit', 'cross-entropy / ln p')}")
     width = max(map(len, before))
     print(f"{'':<{width}}  {'step ' + str(b):>18}  {'step ' + str(a):>18}")
     for k in before:

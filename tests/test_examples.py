@@ -83,6 +83,9 @@ def test_before_and_after_compares_two_kept_steps(tiny, capsys):
     rows = {line[:40].strip(): line[40:].split() for line in out[2:]}
     # the final model's train accuracy is what training measured at its last step
     assert float(rows["train accuracy"][1]) == pytest.approx(tiny.summary["final"]["train"]["task_acc"][0], abs=1e-3)
+    # and its train loss is summary.json's, in summary.json's unit (named on the first line)
+    assert float(rows["train loss"][1]) == pytest.approx(tiny.summary["final"]["train"]["loss"], rel=1e-3)
+    assert f"losses in {tiny.summary['loss_unit']}" in out[0]
     assert mod.main([str(tiny.path), "--before", "7"]) == 2
     assert "step 7 was not kept" in capsys.readouterr().err
 
