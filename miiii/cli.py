@@ -13,7 +13,7 @@ from pathlib import Path
 
 from miiii.cliargs import build_parser
 from miiii.compile_cache import setup_compile_cache
-from miiii.config import SECTIONS, ConfigError, apply_overrides, shown
+from miiii.config import SECTIONS, ConfigError, apply_overrides, resolve_key, shown
 from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
 from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
@@ -177,6 +177,18 @@ def cmd_sweep(args) -> int:
 
     args.seed = None
     budget = parse_bytes(args.record_budget)
+    if args.split_seeds is not None:  # sugar for --grid task.split_seed=S,S+1,...: crossed with the init seeds
+        if not 1 <= args.split_seeds <= 4096:
+            raise ConfigError(f"--split-seeds takes 1 to 4096 splits, not {args.split_seeds}")
+        if any(resolve_key(g.partition("=")[0].strip()) == ("task", "split_seed") for g in args.grid):
+            raise ConfigError("--split-seeds and --grid split_seed both set the splits: give one")
+        if args.resume is None:
+            base = resolve_config(args).task.split_seed
+        else:
+            from miiii.sweepmembers import read_plan
+
+            base = read_plan(args.resume)[0].task.split_seed
+        args.grid = [*args.grid, "task.split_seed=" + ",".join(str(base + i) for i in range(args.split_seeds))]
     given = args.preset is not None or args.overrides or args.steps is not None or args.seeds is not None or args.grid
     seeds = 8 if args.seeds is None else args.seeds
     if args.resume is not None:

@@ -79,9 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--seeds", type=int, default=None, help="seeds per grid point (train.seed, +1, +2, ...; default 8)")
     sw.add_argument("--grid", nargs="*", action="extend", default=[], metavar="KEY=V1,V2",
                     help="scalar hyper-parameters to cross: "
-                    f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay); "
+                    f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay), and the split, "
+                    "split_seed; "
                     "e.g. --grid lr=1e-3,3e-3 wd=0.3,1.0 (repeatable: every --grid's keys are crossed, "
                     "--grid lr=1e-3,3e-3 --grid wd=0.3,1.0 is the same 4 points; a key given twice is refused)")
+    sw.add_argument("--split-seeds", type=int, default=None, metavar="N",
+                    help="also vary the train/validation split: N splits (task.split_seed, +1, ...) crossed with "
+                    "the --seeds init seeds, each member on its own split in the same program (the same as --grid "
+                    "split_seed=0,1,...); members.csv names both seeds, and the summary tells the spread of the grok "
+                    "step over init seeds within a split from the spread over splits")
     sw.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/sweep-PRESET-TIME)")
     sw.add_argument("--steps", type=int, default=None, help="steps per member (overrides train.steps)")
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -170,6 +170,11 @@ SWEEPABLE = ("optim.lr", "optim.weight_decay", "optim.b1", "optim.b2", "optim.cl
              "model.dropout")
 
 
+# Data a sweep may vary within one program: fields that change which samples a member trains and validates on but not
+# the arrays' shapes, so the members' data stacks along the member axis (task.split_seed: the train/validation split).
+DATA_SWEEPABLE = ("task.split_seed",)
+
+
 def sweepable(section: str) -> tuple[str, ...]:
     """The field names of `section` in SWEEPABLE."""
     return tuple(name for sec, _, name in (k.partition(".") for k in SWEEPABLE) if sec == section)

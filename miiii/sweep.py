@@ -42,14 +42,14 @@ from tqdm.auto import tqdm
 from miiii.analysis import grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, log_steps, snap_steps
 from miiii.claim import RunClaim, RunLock
-from miiii.config import SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
+from miiii.config import DATA_SWEEPABLE, SWEEPABLE, ConfigError, RunConfig, resolve_key, shown
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.integrity import finish_files
 from miiii.record import GiB, describe_recording
 from miiii.rundir import write_metrics, write_params
 from miiii.runner import build, prepare
 from miiii.session import Interrupted, StopFlag, check_profile, profiled_chunk, say, summarize, trace_chunk
-from miiii.sweepfiles import grid_points, mark_diverged, members_csv, plot_grok_steps, point_label
+from miiii.sweepfiles import grid_points, mark_diverged, members_csv, plot_grok_steps, point_label, split_spread
 from miiii.sweephosts import agree, any_process, fetch, join_processes, to_global
 from miiii.sweepmembers import (
     RESULT,
@@ -65,6 +65,7 @@ from miiii.sweepmembers import (
     restore_members,
     write_plan,
 )
+from miiii.tasks import Task
 from miiii.train import ChunkOut, Trainer, TrainState, numerics, task_data
 from miiii.validate import check_memory, validate
 
@@ -88,15 +89,19 @@ def parse_grid(items: list[str]) -> dict[str, tuple[float, ...]]:
             raise ConfigError(f"--grid takes key=v1,v2,..., got '{shown(item)}'")
         sec, name = resolve_key(key.strip())
         path = f"{sec}.{name}"
-        if path not in SWEEPABLE:
+        if path not in SWEEPABLE + DATA_SWEEPABLE:
             raise ConfigError(
                 f"'{shown(key)}' cannot be swept in one program (only scalar hyper-parameters: "
-                f"{', '.join(sorted(k.split('.')[1] for k in SWEEPABLE))}); run separate sweeps for it"
+                f"{', '.join(sorted(k.split('.')[1] for k in SWEEPABLE))}; and the split: "
+                f"{', '.join(k.split('.')[1] for k in DATA_SWEEPABLE)}): it changes the arrays' shapes or the "
+                "program; run separate sweeps for it"
             )
         try:
             values = tuple(float(v) for v in text.split(","))
         except ValueError:
             raise ConfigError(f"--grid {shown(key)}: values must be numbers, got '{shown(text)}'") from None
+        if path in DATA_SWEEPABLE and not all(v.is_integer() and 0 <= v < 2**32 for v in values):
+            raise ConfigError(f"--grid {shown(key)}: a seed is a whole number from 0 to 2**32 - 1, got '{shown(text)}'")
         if path in grid:
             raise ConfigError(f"--grid names {shown(key)} twice")
         twice = sorted({v for v in values if values.count(v) > 1})
@@ -120,11 +125,12 @@ def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]])
     for combo in itertools.product(*(grid[k] for k in keys)):
         for s in range(seeds):
             c = replace(cfg, train=replace(cfg.train, seed=cfg.train.seed + s))
-            for k, v in zip(keys, combo, strict=True):
+            values = {k: int(v) if k in DATA_SWEEPABLE else v for k, v in zip(keys, combo, strict=True)}
+            for k, v in values.items():
                 sec, name = k.split(".")
                 c = replace(c, **{sec: replace(getattr(c, sec), **{name: v})})
             validate(c)
-            out.append(Member(len(out), c.train.seed, dict(zip(keys, combo, strict=True)), c))
+            out.append(Member(len(out), c.train.seed, values, c))
     if "optim.lamb" in grid and cfg.optim.grokfast == "none":
         raise ConfigError("--grid lamb needs grokfast on: add --set optim.grokfast=ema")
     return out
@@ -133,7 +139,7 @@ def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]])
 def _hp_arrays(members: list[Member], keys: list[str]) -> dict:
     """The grid's values by section and field ({"optim": {"lr": (n_members,)}, ...}): the trainer's data["hp"]."""
     hp: dict = {}
-    for k in keys:
+    for k in (k for k in keys if k in SWEEPABLE):  # the data's keys travel as each member's own data instead
         sec, name = k.split(".")
         hp.setdefault(sec, {})[name] = jnp.asarray([m.values[k] for m in members], jnp.float32)
     return hp
@@ -156,12 +162,18 @@ def init_members(trainer: Trainer, seeds: jax.Array) -> TrainState:
     return states._replace(step=states.step[0])
 
 
-def members_chunk(trainer: Trainer) -> Callable:
+MEMBER_DATA = ("train_x", "train_y", "valid_x", "valid_y")  # a member's own split (DATA_SWEEPABLE), stacked
+
+
+def members_chunk(trainer: Trainer, own_data: bool = False) -> Callable:
     """jit(states, data, n_steps, counts=None, snap_at=None) -> (states, ChunkOut, member axis first):
     `trainer.raw_chunk` vmapped over members of `init_members`; the data (the recorded inputs too) and the
-    recording's `counts` and `snap_at` are shared, but for data["hp"] (one value per member). `states` is donated."""
+    recording's `counts` and `snap_at` are shared, but for data["hp"] (one value per member) and, with `own_data`,
+    the MEMBER_DATA arrays (each member's split, member axis first). `states` is donated."""
+    per_member = ("hp", *MEMBER_DATA) if own_data else ("hp",)
+
     def chunk(states, data, n_steps, counts=None, snap_at=None):
-        axes = {k: 0 if k == "hp" else None for k in data}
+        axes = {k: 0 if k in per_member else None for k in data}
         return jax.vmap(lambda s, d, at: trainer.raw_chunk(s, d, n_steps, counts, at),
                         in_axes=(MEMBER_AXES, axes, None), out_axes=(MEMBER_AXES, 0))(states, data, snap_at)
 
@@ -260,7 +272,9 @@ class SweepRun:
         self.padded = members + [members[-1]] * (-n % self.n_dev)  # the member axis must split evenly over devices
         mesh = jax.make_mesh((self.n_dev,), ("member",), axis_types=(jax.sharding.AxisType.Auto,))
         self.shard, self.everywhere = NamedSharding(mesh, P("member")), NamedSharding(mesh, P())
-        self.chunk = members_chunk(self.trainer)
+        # a grid over the split (DATA_SWEEPABLE): every member's own task, same shapes, its data stacked
+        self.tasks = [prepare(m.config) for m in self.padded] if set(self.keys) & set(DATA_SWEEPABLE) else None
+        self.chunk = members_chunk(self.trainer, own_data=self.tasks is not None)
         self.hist = self.trainer.empty_history(cfg.train.steps, len(self.task.task_names), lead=(len(self.padded),))
         self.files: list[MemberFiles] = []
         self.kept = log_steps(cfg.train.steps, cfg.ckpt.keep_log)
@@ -340,7 +354,7 @@ class SweepRun:
 
     def _train(self, states, done, diverged, stop, progress, profile, on_chunk):
         cfg, n, steps = self.cfg, len(self.members), self.cfg.train.steps
-        data = task_data(self.task) | self._record_data() | {"hp": self.hp}
+        data = self._task_data() | self._record_data() | {"hp": self.hp}
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]
         traced, compiles = profiled_chunk([(m, self.counts(s, m)) for s, m in zip(starts, lengths, strict=True)])
@@ -384,6 +398,18 @@ class SweepRun:
                     on_chunk(done)
         return states
 
+    def member_task(self, i: int) -> Task:
+        return self.task if self.tasks is None else self.tasks[i]
+
+    def _task_data(self) -> dict:
+        """task_data, with each member's own split stacked on the member axis when the grid sweeps the split."""
+        data = task_data(self.task)
+        if self.tasks is None:
+            return data
+        own = {k: np.stack([np.asarray(task_data(t)[k]) for t in self.tasks]) for k in MEMBER_DATA}
+        own = jax.device_put(own, self.shard) if jax.process_count() == 1 else to_global(own, self.shard)
+        return data | own
+
     def _record_data(self) -> dict:
         return {"record_x": jnp.asarray(self.rec.inputs)} if self.rec.arrays else {}
 
@@ -401,7 +427,7 @@ class SweepRun:
             params = member_slice(final, mem.index)
             # the same summary as a solo run (final metrics after the last update), plus the member's place in the
             # sweep; diverged_at: the first step whose loss was not finite (its metrics are NaN from there), or None
-            summary = summarize(mem.config, task, trainer, params, step_axis, mh) | dict(
+            summary = summarize(mem.config, self.member_task(mem.index), trainer, params, step_axis, mh) | dict(
                 seed=mem.seed, values=mem.values, grok_step_all=grok_all, diverged_at=gone,
                 final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config),
                 record_bytes=self.rec.nbytes)
@@ -416,7 +442,7 @@ class SweepRun:
                       n_processes=jax.process_count(), wall_s=round(wall, 3),
                       resumed_from=start, member_steps_per_s=round(n * (steps - start) / max(wall, 1e-9), 1),
                       members=rows,
-                      points=grid_points(rows))
+                      points=grid_points(rows), split_spread=split_spread(rows))
         if self.writer:  # sweep.json last: its presence says the sweep is complete
             write_text_atomic(self.out_dir / "members.csv", members_csv(rows, self.keys))
             plot_grok_steps(result["points"], steps, self.out_dir / "grok_steps.png")

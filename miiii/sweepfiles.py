@@ -103,6 +103,12 @@ def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
                     if gone else "")
         lines.append(f"  {label}: grokked {pt['n_grokked']}/{len(pt['grok_steps'])}{diverged}, grokking step "
                      f"{mean}{std}")
+    spread = res.get("split_spread")
+    if spread is not None:
+        show = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+        lines.append(f"  grok step spread: from the init seed (std within a split, mean over {spread['n_within']}) "
+                     f"{show(spread['within_split'])}; from the split (std of {spread['n_splits']} splits' means) "
+                     f"{show(spread['between_splits'])}")
     table = member_rows(res["members"], keys)
     cols = list(table[0]) if table else []
     cells = [[("-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)) for v in r.values()] for r in table]
@@ -110,6 +116,29 @@ def summary_lines(res: dict, keys: list[str], out: Path, joined) -> list[str]:
     lines.append(f"members ({out / 'members.csv'}):")
     lines += ["  " + "  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in [cols, *cells]]
     return lines
+
+
+SPLIT = "task.split_seed"
+
+
+def split_spread(rows: list[dict]) -> dict | None:
+    """Where the grid sweeps the split: the spread of the grok step (every task) from the init seed, within a split
+    (the std over its seeds, averaged over the splits with two grokked seeds or more), beside the spread from the
+    split (the std of the splits' means, the other grid values held). None without a split axis."""
+    if not rows or SPLIT not in rows[0]["values"]:
+        return None
+    groups: dict = {}
+    for r in rows:
+        if r["grok_step_all"] is not None:
+            groups.setdefault(tuple(r["values"].items()), []).append(r["grok_step_all"])
+    within = [float(np.std(g)) for g in groups.values() if len(g) > 1]
+    means: dict = {}
+    for values, g in groups.items():
+        means.setdefault(tuple((k, v) for k, v in values if k != SPLIT), []).append(float(np.mean(g)))
+    between = [float(np.std(m)) for m in means.values() if len(m) > 1]
+    return dict(within_split=float(np.mean(within)) if within else None, n_within=len(within),
+                between_splits=float(np.mean(between)) if between else None,
+                n_splits=max((len(m) for m in means.values()), default=0))
 
 
 def grid_points(rows: list[dict]) -> list[dict]:

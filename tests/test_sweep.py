@@ -108,3 +108,39 @@ def test_minibatch_members_equal_solo_runs_across_epochs(tmp_path):
     run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False)
     d = tmp_path / "sw" / "member_001"  # the second seed: its own data order, not the first member's
     assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
+
+
+def test_the_split_is_a_sweep_axis_each_member_on_its_own_split(tmp_path, capsys):
+    """--split-seeds N crosses N train/validation splits with the init seeds in one program: each member equals
+    the solo run of its own config (its split_seed and seed), the splits really differ, members.csv names both
+    seeds, and the summary tells the spread from the init seed from the spread from the split."""
+    from miiii.cli import main
+
+    out = tmp_path / "sw"
+    args = ["sweep", "--preset", "miiii-tiny", "--seeds", "2", "--split-seeds", "2", "--no-progress", "--out", str(out),
+            *[a for kv in (*BASE, "eval_every=4", "record.acts=", "record.params=") for a in ("--set", kv)]]
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "grok step spread: from the init seed" in said and "from the split" in said
+    res = json.loads((out / "sweep.json").read_text())
+    assert [(m["seed"], m["values"]["task.split_seed"]) for m in res["members"]] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert res["split_spread"]["n_splits"] in (0, 2)  # each split's mean where its seeds grok
+    for i in (0, 3):  # a member of each split, each seed: the solo run of its config
+        d = out / f"member_{i:03d}"
+        assert json.loads((d / "config.json").read_text())["task"]["split_seed"] == i // 2
+        assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
+    from miiii.runner import prepare
+
+    cfgs = [RunConfig.from_dict(json.loads((out / f"member_{i:03d}" / "config.json").read_text())) for i in (0, 2)]
+    a, b = (prepare(c) for c in cfgs)
+    assert not np.array_equal(a.train.x, b.train.x)  # the two splits hold different samples
+    import csv
+
+    table = list(csv.DictReader((out / "members.csv").open()))
+    assert [(r["seed"], r["task.split_seed"]) for r in table] == [("0", "0"), ("1", "0"), ("0", "1"), ("1", "1")]
+    assert main([*args[:-len(args) + 1], "--split-seeds", "0", "--out", str(tmp_path / "x")]) == 2
+    assert main(["sweep", "--preset", "miiii-tiny", "--split-seeds", "2", "--grid", "split_seed=0,1", "--out",
+                 str(tmp_path / "y")]) == 2
+    assert main(["sweep", "--preset", "miiii-tiny", "--grid", "split_seed=0.5", "--out", str(tmp_path / "z")]) == 2
+    assert "a seed is a whole number" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in "xyz")
