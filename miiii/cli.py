@@ -270,7 +270,9 @@ def cmd_page(args) -> int:
     from miiii.page import page
 
     check_output(args.out, "file", runs=[args.run_dir])
-    path = page(args.run_dir, args.out, with_film=not args.no_film)
+    if args.film is not None and args.no_film:
+        raise ConfigError("--film embeds a film and --no-film leaves it out: give one")
+    path = page(args.run_dir, args.out, with_film=not args.no_film, film_gif=args.film)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0
 

@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run")
     pg.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="where to write the page")
     pg.add_argument("--no-film", action="store_true", help="leave the film out (it takes a minute on a long run)")
+    pg.add_argument("--film", type=Path, default=None, metavar="FILM.gif",
+                    help="embed this GIF (one `python -m miiii film RUN_DIR --out FILM.gif` drew) instead of drawing "
+                    "the film again: the page and the film share one drawing")
     bk = sub.add_parser("book", help="the book's evaluation of a finished addition or reversal run",
                         description="Edge cases (ones-first output and a verdict), autoregressive exact match, the "
                         "epoch of the jump and the final loss beside the loss floor; prints them and writes "

@@ -91,11 +91,24 @@ def grok_so_far(m: dict) -> dict:
     return task_grok(m)
 
 
-def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
-    """Write the page and return its path (the whole file or nothing: written atomically)."""
+def read_gif(path: Path) -> bytes:
+    """A film already drawn (`film --out X.gif`), checked to be a GIF before anything is written."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--film {path}: no such file (draw it with python -m miiii film RUN_DIR --out {path})")
+    data = path.read_bytes()
+    if data[:6] not in (b"GIF87a", b"GIF89a"):
+        raise ConfigError(f"--film {path}: not a GIF (a page embeds the film's .gif)")
+    return data
+
+
+def page(run_dir: Path, out: Path, with_film: bool = True, film_gif: Path | None = None) -> Path:
+    """Write the page and return its path (the whole file or nothing: written atomically). `film_gif`: embed that
+    film instead of drawing one (a film drawn once serves the page too)."""
     out = Path(out)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"--out {out}: a page is an .html file")
+    given = read_gif(film_gif) if film_gif is not None else None
     run = load_run(run_dir)
     s, cfg = run.summary, run.config
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(run.path.name)}</title>"
@@ -121,7 +134,10 @@ def page(run_dir: Path, out: Path, with_film: bool = True) -> Path:
         parts += ["<h2>Key frequencies of W_E</h2>",
                   f"<p>Above mean + 2 std of the non-constant frequencies' norms: {', '.join(map(str, keys)) or '–'}"
                   "</p>"]
-    if with_film:
+    if given is not None:
+        src = "data:image/gif;base64," + base64.b64encode(given).decode()
+        parts += ["<h2>Film</h2>", f"<img alt='the run over its recorded steps' src='{src}'>"]
+    elif with_film:
         from miiii.film import film
 
         try:

@@ -384,6 +384,16 @@ def test_film_and_page_of_a_run(runs, tmp_path, monkeypatch):
         raise ConfigError("too few steps")
 
     monkeypatch.setattr(F, "plan_frames", no_film)
+    # the film drawn once serves the page: --film embeds that GIF, byte for byte, and draws nothing
+    import base64
+
+    assert main(["page", str(run), "--film", str(out), "--out", str(tmp_path / "shared.html")]) == 0
+    assert base64.b64encode(out.read_bytes()).decode() in (tmp_path / "shared.html").read_text()
+    assert main(["page", str(run), "--film", str(tmp_path / "film.avi"), "--out", str(tmp_path / "x.html")]) == 2
+    (tmp_path / "notgif.gif").write_bytes(b"PNG not a gif")
+    assert main(["page", str(run), "--film", str(tmp_path / "notgif.gif"), "--out", str(tmp_path / "x.html")]) == 2
+    assert main(["page", str(run), "--film", str(out), "--no-film", "--out", str(tmp_path / "x.html")]) == 2
+    assert not (tmp_path / "x.html").exists()
     assert main(["page", str(run), "--out", str(tmp_path / "bare.html")]) == 0  # no film: the page says why
     assert "No film: too few steps" in (tmp_path / "bare.html").read_text()
     assert main(["page", str(run), "--out", str(tmp_path / "run.txt")]) == 2
