@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder test-tl stability ladder
+        book book-smoke book-findings train-addition-10 export-adder test-tl stability ladder timings
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -112,6 +112,9 @@ report: $(STAMP)  ## regenerate every bundle's tables from its committed records
 	$(BIN)/python -m experiments.book.bundle results/book --figures
 	$(BIN)/python -m experiments.stability.bundle results/stability
 	$(BIN)/python -m experiments.paper.ladder --bundle results/paper-cpu/ladder
+
+timings: $(STAMP)  ## each CPU preset's time, measured in a fresh process with the compile cache off (on idle cores): OUT=results/timings rewrites the record `make presets` prints
+	$(BIN)/python -m experiments.timings --out $(or $(OUT),runs/timings-bundle) $(ARGS)
 
 ladder: $(STAMP)  ## the scale ladder: miiii-cpu at p = 37, 53, 71 (3 seeds each; sweeps in runs/ladder/, reused), the paper's numbers against p; OUT=results/paper-cpu/ladder rewrites the bundle
 	$(BIN)/python -m experiments.paper.ladder --out $(or $(OUT),runs/ladder-bundle) $(ARGS)

@@ -17,7 +17,7 @@ from miiii.config import SECTIONS, ConfigError, apply_overrides, resolve_key, sh
 from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
 from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
-from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset
+from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset, measured_time
 
 COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
 
@@ -59,7 +59,8 @@ def cmd_doctor(args) -> int:
 def cmd_presets(args) -> int:
     for name in args.names:
         cfg, desc = get_preset(name), PRESETS[name][1]  # get_preset: an unknown name is one error line
-        print(f"# {name}: {desc}")
+        took = measured_time(name)
+        print(f"# {name}: {desc}" + (f" [measured: {took}]" if took else ""))
         for sec, values in cfg.to_dict().items():
             for key, value in values.items():
                 print(f"{sec}.{key} = {value!r}")
@@ -68,7 +69,8 @@ def cmd_presets(args) -> int:
         return 0
     width = max(map(len, PRESETS))
     for name, (_, desc) in PRESETS.items():
-        print(f"{name:<{width}}  {desc}")
+        took = measured_time(name)  # from the committed record (results/timings), never typed in a description
+        print(f"{name:<{width}}  {desc}" + (f" [measured: {took}]" if took else ""))
     if args.keys:
         print("\nconfig keys (--set section.key=value):")
         for sec, typ in SECTIONS.items():

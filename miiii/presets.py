@@ -5,7 +5,9 @@ changes it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from miiii.config import (
     CheckpointConfig,
@@ -195,16 +197,16 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
     # outcome.
     "addition-98": (set_fields(_ADDITION_97, train=dict(steps=150 * 98, eval_every=98, chunk=98, last_batch="keep")),
                     "the book's addition with the DataLoader's 98 batches an epoch (the last one of 336 pairs)"),
-    # CPU-sized presets: seconds to a minute on 2 cores, and they still show the phenomenon.
+    # CPU-sized presets: they still show the phenomenon; their times, measured: results/timings/timings.md.
     "nanda-tiny": (
         set_fields(_NANDA, task=dict(p=37, train_frac=0.5, valid_size=300), model=dict(d_model=64, d_mlp=256),
                    optim=dict(lr=3e-3, grokfast="ema", lamb=2.0), train=dict(steps=1500, chunk=250)),
-        "(x0 + x1) mod 37, d 64, grokfast, 1.5k steps (seconds on a CPU)",
+        "(x0 + x1) mod 37, d 64, grokfast, 1.5k steps",
     ),
     "miiii-tiny": (
         set_fields(_MIIII, task=dict(p=23, train_frac=0.7, valid_size=100), model=dict(d_model=64),
                    optim=dict(lr=1e-3, weight_decay=1.0, lamb=2.0), train=dict(steps=3000, chunk=500)),
-        "x0 + x1*23 mod {2..19}, d 64, grokfast, 3k steps (seconds on a CPU): the smallest q generalise first",
+        "x0 + x1*23 mod {2..19}, d 64, grokfast, 3k steps: the smallest q generalise first",
     ),
     "addition-tiny": (
         set_fields(_ADDITION_97, task=dict(n_digits=2, n_train=8000, n_valid=1000), optim=dict(weight_decay=0.1),
@@ -236,7 +238,7 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
         # 3,000 steps in ~52 s. Nanda's recipe without grokfast did not grok within 8,000 steps here.
         set_fields(_NANDA, task=dict(p=59, train_frac=0.5), optim=dict(lr=3e-3, grokfast="ema", lamb=2.0),
                    train=dict(steps=3000, chunk=250)),
-        "make train's default: (x0 + x1) mod 59, d 128, grokfast, 3k steps (a minute on a CPU): memorises, then groks",
+        "make train's default: (x0 + x1) mod 59, d 128, grokfast, 3k steps: memorises, then groks",
     ),
     # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the
     # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).
@@ -258,6 +260,24 @@ PRESETS: dict[str, tuple[RunConfig, str]] = {
     name: (replace(cfg, record=_RECORDINGS.get(name, cfg.record)), desc) for name, (cfg, desc) in _TABLE.items()
 }
 DEFAULT_PRESET = "nanda-cpu"
+# each CPU preset's time, measured (python -m experiments.timings): `presets` prints it; no description types one
+TIMINGS = Path(__file__).resolve().parents[1] / "results" / "timings" / "timings.json"
+
+
+def fmt_seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def measured_time(name: str, record: Path = TIMINGS) -> str:
+    """'52 s on 2 CPU cores' for a preset in the committed record of experiments.timings ('' when it has none)."""
+    if not record.is_file():
+        return ""
+    rec = json.loads(record.read_text())
+    cores = rec["machine"]["cores"]
+    if name == "miiii-cpu" and rec.get("miiii_cpu_min") is not None:
+        return f"{rec['miiii_cpu_min']} min a seed on {cores} CPU cores"
+    t = rec["presets"].get(name)
+    return "" if t is None else f"{fmt_seconds(t['process_s'])} on {cores} CPU cores, start to end"
 
 
 def get_preset(name: str) -> RunConfig:
