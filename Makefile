@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder test-tl stability ladder timings
+        book book-smoke book-findings train-addition-10 export-adder test-tl test-notebook stability ladder timings
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -168,14 +168,22 @@ presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
 JOBS ?= 3
-test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off); all but the multi-process/multi-device sweeps (make test-multihost) and the study scripts end to end (make test-studies)
-	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal -m "not multihost and not study" $(ARGS)
+test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off); all but the multi-process/multi-device sweeps (make test-multihost), the study scripts end to end (make test-studies) and the notebook (make test-notebook)
+	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal -m "not multihost and not study and not notebook" $(ARGS)
 
 test-multihost: $(STAMP)  ## the sweeps across two local CPU processes (jax.distributed, gloo) and over four host devices, ~2 min; left out of make test to keep it under 10 minutes
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -m multihost $(ARGS)
 
 test-studies: $(STAMP)  ## the study scripts and the long end-to-end runs (book modes, same-start, frequency ablation, the new options at once, a sequence run's figures, the book tasks and miiii-tiny learning, a minibatch sweep, a diverged sweep member, the matmul precision, log-spaced recording, a sweep member read back, crossed grids), ~8 min on 2 cores; left out of make test (10-minute budget)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) -m study $(ARGS)
+
+# the `notebook` extra (jupytext, nbclient, ipykernel, pandas) into .venv, again when pyproject.toml changes
+$(VENV)/.installed-notebook: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,notebook]"
+	touch $@
+
+test-notebook: $(VENV)/.installed-notebook  ## examples/grokking.ipynb end to end in a kernel (trains nanda-cpu and a 2-seed sweep; installs the notebook extra into .venv); left out of make test
+	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -m notebook tests/test_notebook.py $(ARGS)
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .
