@@ -3,6 +3,7 @@
     model = HookedModel.of(run_config, task)          # or run.model of a loaded run
     logits, cache = model.run_with_cache(params, tokens, names=("blocks.0.mlp.hook_post",))
     logits = model.run_with_hooks(params, tokens, hooks={"blocks.0.mlp.hook_post": fn})   # fn(value, name)
+    cache["blocks.0.mlp.hook_post"], cache.axes("blocks.0.mlp.hook_post")   # (b, t, d_mlp), ("batch", "pos", "d_mlp")
 
 Both run the textbook forward pass written out here over the model's own parameter tree: every position of
 every block, no Q/K/V tables, no last-position readout, no bucketed unembedding (the training path,
@@ -11,7 +12,8 @@ input). Each hook point passes its value through `hook(name, value)`, which may 
 ablation, patching and steering (interventions.py). Both functions are pure: they work under `jit` and `vmap`,
 and an activation nobody caches or replaces is dead code that XLA removes.
 
-Names, shapes and axis order are TransformerLens's (b = batch, t = position, H = heads):
+Names, shapes and axis order are TransformerLens's (b = batch, t = position, H = heads; the cache (cache.py) names
+each axis, and docs/extending.md's table maps every point to TransformerLens's):
 
     hook_embed, hook_pos_embed                              (b, t, d_model)
     blocks.{i}.hook_resid_pre / hook_resid_mid / hook_resid_post   (b, t, d_model)
@@ -36,11 +38,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from miiii.cache import Cache, full_cache
 from miiii.config import ModelConfig, RunConfig
 from miiii.model import build_model
 
 HookFn = Callable[[jax.Array, str], jax.Array]  # (value, hook name) -> the value the forward pass goes on with
 LN_EPS = 1e-5  # flax's and TransformerLens's LayerNorm epsilon
+
+# a Cache passes through jit and vmap as a dict would: its arrays are the leaves, its axes and coords static
+jax.tree_util.register_pytree_with_keys(
+    Cache,
+    lambda c: ([(jax.tree_util.DictKey(k), v) for k, v in c.arrays.items()],
+               (tuple(c.arrays), tuple(c.axes_of.items()), tuple((k, tuple(v.items())) for k, v in c.coords_of.items()),
+                c.step)),
+    lambda aux, leaves: Cache(dict(zip(aux[0], leaves, strict=True)), dict(aux[1]),
+                              {k: dict(v) for k, v in aux[2]}, aux[3]))
 
 
 @dataclass(frozen=True)
@@ -151,9 +163,10 @@ class HookedModel:
 
     # ------------------------------------------------------------ the two functions
 
-    def run_with_cache(self, params, tokens, names: Iterable[str] | None = None) -> tuple[jax.Array, dict]:
-        """(logits, {name: activation}) for `names` (default: every hook point). Under jit, pass names as a
-        tuple and mark it static (`jax.jit(model.run_with_cache, static_argnames="names")`)."""
+    def run_with_cache(self, params, tokens, names: Iterable[str] | None = None) -> tuple[jax.Array, Cache]:
+        """(logits, cache) for `names` (default: every hook point): `cache[name]` the full activation, in the pass's
+        order, `cache.axes(name)` its axes (cache.py). Under jit, pass names as a tuple and mark it static
+        (`jax.jit(model.run_with_cache, static_argnames="names")`)."""
         names = self.hook_names() if names is None else tuple(names)
         self.check_names(names)
         cache = {}
@@ -164,10 +177,10 @@ class HookedModel:
             return v
 
         logits = self.forward(params, tokens, keep)
-        return logits, {n: cache[n] for n in names}
+        return logits, full_cache({n: cache[n] for n in names}, self.cfg.readout)
 
     def run_with_hooks(self, params, tokens, hooks: Mapping[str, HookFn | Iterable[HookFn]],
-                       names: Iterable[str] = ()) -> jax.Array | tuple[jax.Array, dict]:
+                       names: Iterable[str] = ()) -> jax.Array | tuple[jax.Array, Cache]:
         """Logits with `hooks[name](value, name)` replacing each named activation (a list of functions runs in
         order). With `names`, also the cache of those activations as the hooked pass saw them (after its hooks):
         (logits, cache)."""
@@ -184,4 +197,4 @@ class HookedModel:
             return v
 
         logits = self.forward(params, tokens, apply)
-        return (logits, {n: cache[n] for n in names}) if names else logits
+        return (logits, full_cache({n: cache[n] for n in names}, self.cfg.readout)) if names else logits

@@ -1,6 +1,6 @@
 """A finished (or resumable) run as something to work with: `load_run(dir) -> Run`, its metrics, summary, final
-parameters and recorded activations (memory-mapped), and on demand its task, its model with hooks, a forward
-pass with a cache, and the parameters at any kept step.
+parameters and recorded activations (memory-mapped; `recorded_cache` reads them by hook name with their axes), and
+on demand its task, its model with hooks, a forward pass with a cache, and the parameters at any kept step.
 
 Loading reads the files (rundir.py) with numpy alone: reading a finished run's metrics and activations imports no
 jax. What computes (`cache`, `model`, `params_at`) imports jax, the model and the checkpoints when first used.
@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from miiii.actsindex import acts_file, check_inputs, check_rows, read_acts_index
+from miiii.cache import Cache, recorded_cache
 from miiii.cadence import rows_before
 from miiii.config import ConfigError, RunConfig
 from miiii.integrity import check_manifest
 from miiii.rundir import (
     ACTS,
     ACTS_INDEX,
+    ACTS_INPUTS,
     CKPT,
     PARAMS,
     SUMMARY,
@@ -123,11 +125,26 @@ class Run:
 
         return jax.jit(self.model.run_with_cache, static_argnames="names")
 
-    def cache(self, names: tuple[str, ...], split: str = "grid", params=None) -> dict[str, np.ndarray]:
+    def cache(self, names: tuple[str, ...], split: str = "grid", params=None) -> Cache:
         """The named activations of `params` (default: the final ones) on a whole split, jitted, as numpy: the
-        forward pass the figures and the report share (`run.model.run_with_cache`)."""
+        forward pass the figures and the report share (`run.model.run_with_cache`), full tensors."""
         _, out = self._jitted_cache(self.params if params is None else params, self.inputs(split), tuple(names))
-        return {k: np.asarray(v) for k, v in out.items()}
+        return replace(out, arrays={k: np.asarray(v) for k, v in out.items()})
+
+    def recorded_cache(self, step: int | None = None) -> Cache:
+        """The recorded activations as a Cache (cache.py): every recorded row, axes ("step", "batch", ...) with
+        `coords(name)["step"]` the step of each row (memory-mapped), or the row of `step`: the activations of
+        `params_at(step)` on `recorded_inputs`, at the positions and neurons the recording kept (`coords(name)`)."""
+        if not self.acts_index:
+            raise ConfigError(f"{self.path} has no recording (acts/index.json): compute activations with run.cache")
+        acts = {n: self.acts[n] for n in (*self.config.record.acts, *self.acts) if n in self.acts}  # record.acts' order
+        return recorded_cache(acts, self.acts_index, self.steps_of, self.config.model.readout, step)
+
+    @functools.cached_property
+    def recorded_inputs(self) -> np.ndarray:
+        """The tokens (n, n_ctx) of a recording's batch axis, acts/inputs.npy (record.inputs; index.json's "inputs"
+        says their order)."""
+        return read_npy(self.path / ACTS / ACTS_INPUTS, self.path)
 
     @property
     def kept_steps(self) -> list[int]:
