@@ -1,7 +1,7 @@
 """One more entry in each registry, and nothing else changed: a module fixture adds a metric, an optimizer, a task, a
-hook point and a figure to the live registries, then the suite's own registry-driven tests run again and must pass
-with them, and each new entry is checked for the property its kind promises. A test that fails here holds a copy
-of a registry instead of reading it."""
+hook point (with its row in the cache's axes table) and a figure to the live registries, then the suite's own
+registry-driven tests run again and must pass with them, and each new entry is checked for the property its kind
+promises. A test that fails here holds a copy of a registry instead of reading it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 import pytest
+import test_cache
 import test_figures
 import test_hooks
 import test_metrics
 import test_muon
 import test_tasks
 
+from miiii import cache as C
 from miiii import metrics as M
 from miiii import plots
 from miiii.cli import main
@@ -79,6 +81,7 @@ def extended():
         mp.setitem(TASKS, TASK.name, TASK)
         mp.setattr(HookedModel, "hook_names", _hook_names(HookedModel.hook_names))
         mp.setattr(HookedModel, "_attention", _attention(HookedModel._attention))
+        mp.setitem(C.HOOKS, f"blocks.{{i}}.{HOOK}", (("batch", "pos", "d_model"), "the attention's input"))
         mp.setattr(plots, "fig_grad_norms", _with_figure(plots.fig_grad_norms))
         yield
 
@@ -137,12 +140,15 @@ def test_the_suites_registry_checks_pass_with_a_new_hook_point(extended):
         test_hooks.test_every_hook_point_by_its_transformerlens_name_and_shape(preset)
         test_hooks.test_every_hook_point_is_reached_once_and_a_hook_replaces_it(preset)
     test_hooks.test_logits_and_every_activation_equal_the_numpy_forward_and_the_training_path("nanda-tiny")
+    test_cache.test_axes_name_every_dimension_of_every_hook_point("nanda-tiny")
+    test_cache.test_every_hook_point_has_its_row()
     cfg, task, _, params = test_hooks.setup("nanda-tiny")
     model = HookedModel.of(cfg, task)
     x = task.valid.x[:4]
     _, cache = jax.jit(model.run_with_cache, static_argnames="names")(
         params, x, names=("blocks.0.attn.hook_x", "blocks.0.hook_resid_pre"))
     np.testing.assert_array_equal(cache["blocks.0.attn.hook_x"], cache["blocks.0.hook_resid_pre"])  # no ln1 here
+    assert cache.axes("blocks.0.attn.hook_x") == ("batch", "pos", "d_model")  # its row in cache.HOOKS
 
 
 def test_the_suites_registry_checks_pass_with_a_new_figure(extended, run, tmp_path, monkeypatch):
