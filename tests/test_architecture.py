@@ -36,6 +36,7 @@ LAYERS = (
     "integrity",  # checksums.json over a finished run's files; the metrics rows each checkpoint vouches for
     "claim",  # one writer per run directory
     "metricslog",  # metrics.jsonl and tb/
+    "cache",  # a cache by hook name: its axes and what a recording kept (numpy only)
     "hooks",  # TransformerLens-style hook points
     "interventions",  # ablations through the hooks
     "train",  # the jitted step and chunk
