@@ -23,8 +23,9 @@
 # This file is `examples/grokking.py` in jupytext's percent format; `examples/grokking.ipynb` is generated from it
 # (`jupytext --sync examples/grokking.py` after an edit; `tests/test_notebook.py` fails when the two differ).
 # Install the `notebook` extra (`.venv/bin/pip install -e '.[notebook]'`: jupytext, nbclient, ipykernel, pandas)
-# and open the `.ipynb` with the `.venv` kernel; `make test-notebook` runs it end to end. About four minutes on
-# 2 CPU cores, most of it the two trainings; a second run of the notebook reuses what the first trained.
+# and open the `.ipynb` with the `.venv` kernel; `make test-notebook` runs it end to end (6 min 16 s on 2 CPU cores
+# that another training shared, most of it the two trainings); a second run of the notebook reuses what the first
+# trained.
 #
 # The notebook only imports from `miiii/`; each step's command-line equivalent is named beside it.
 
