@@ -11,7 +11,9 @@ import matplotlib
 import matplotlib.colors
 import matplotlib.ticker
 
-matplotlib.use("Agg")
+from miiii.plotstyle import file_backend  # noqa: E402
+
+file_backend()
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from miiii.plotstyle import file_backend  # noqa: E402
 
-matplotlib.use("Agg")
+file_backend()
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -5,12 +5,21 @@ a run's label, a grid drawn as an image. Colours are colour-blind safe: Okabe-It
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
 import matplotlib.ticker
 
-matplotlib.use("Agg")
+
+def file_backend() -> None:
+    """Agg (files, no display) for the command line and scripts; a notebook keeps its inline backend, so a figure
+    the library draws there shows."""
+    if "ipykernel" not in sys.modules:
+        matplotlib.use("Agg")
+
+
+file_backend()
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -49,9 +49,13 @@ def point_label(values: dict) -> str:
 
 
 def plot_grok_steps(points: list[dict], steps: int, path: Path) -> None:
+
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "ipykernel" not in sys.modules:  # as plotstyle.file_backend (below it in the layers): a notebook keeps its own
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
