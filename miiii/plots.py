@@ -3,13 +3,15 @@
 Here: the inputs and targets (figures 1-3), the curves (5, 6, gradient norms) and the embeddings (7-13); the neurons,
 the attention and their change over training: plots_neurons.py; the common look: plotstyle.py. Each `fig_*` function
 takes loaded runs (`miiii.run.Run`) or plain arrays, draws one figure and saves it as PNG and PDF under `out`; a new
-figure is a `fig_*` in one of the two and a line in `draw_all`. Numbers shown in titles come from `miiii.analysis`.
+figure is a `fig_*` in one of the two and one `FIGURES` entry. Numbers shown in titles come from `miiii.analysis`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 import matplotlib.colors
@@ -287,9 +289,43 @@ def load_runs(run_dirs) -> list[Run]:
     return runs
 
 
+class Figure(NamedTuple):
+    """One entry of `figures`: its name, what it is drawn over (`scope`) and `draw`, which returns the paths it
+    wrote. Scopes and draw's arguments: once (out, crop: once when any run is a grid run), run (run, out, crop:
+    every run), sequence (a sequence task's run with parameters), grid (a grid task's run), acts (a grid run over the
+    whole grid, with its activations: run, acts, out, crop), grid_runs (every grid run together: runs, out, crop),
+    acts_runs (every whole-grid run with its activations: [(run, acts)], out, crop)."""
+
+    name: str
+    scope: str
+    draw: Callable
+
+
+# `python -m miiii figures` draws these, in this order; a figure is one entry (its fig_* beside it in this module)
+FIGURES: list[Figure] = [
+    Figure("illustrations", "once", lambda out, crop: fig_polar(out) + fig_inputs(out) + fig_targets(out)),
+    Figure("grokking", "run", lambda run, out, crop: fig_grokking(run, out)),
+    Figure("accuracy", "run", lambda run, out, crop: fig_curves(run, out, "acc")),
+    Figure("loss", "run", lambda run, out, crop: fig_curves(run, out, "loss")),
+    Figure("grad_norms", "run", lambda run, out, crop: fig_grad_norms(run, out)),
+    Figure("sequence", "sequence", lambda run, out, crop: fig_sequence(run, out)),
+    Figure("singular_vectors", "grid", lambda run, out, crop: fig_singular_vectors(run, out)),
+    Figure("embed_fft", "grid", lambda run, out, crop: fig_embed_fft(run, out)),
+    Figure("neuron", "acts", lambda run, acts, out, crop: fig_neurons(run, acts, out, n=1, crop=crop)),
+    Figure("neurons", "acts", lambda run, acts, out, crop: fig_neurons(run, acts, out, n=3, crop=crop)),
+    Figure("over_training", "acts", lambda run, acts, out, crop: over_training(run, acts, out)),
+    Figure("freq_ablation", "acts",
+           lambda run, acts, out, crop: fig_frequency_ablation(run, frequency_ablation(run), out)),
+    Figure("positional", "grid_runs", lambda runs, out, crop: fig_positional(runs, out)),
+    Figure("singular_values", "grid_runs", lambda runs, out, crop: fig_singular_values(runs, out)),
+    Figure("attention", "acts_runs", lambda with_acts, out, crop: fig_attention(with_acts, out, crop=crop)),
+]
+SCOPES = ("once", "run", "sequence", "grid", "acts", "grid_runs", "acts_runs")
+
+
 def draw_all(run_dirs, out: str | Path = "figures", crop: int = CROP) -> list[Path]:
-    """Draw every figure the given runs support; returns the written paths (PNG and PDF of each). The grid
-    illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
+    """Draw every figure of FIGURES the given runs support; returns the written paths (PNG and PDF of each). The
+    grid illustrations (figures 1-3) and every figure over the input grid are drawn only when a run has a grid task;
     a sequence task (the book's addition, reversal) gets its curves, gradient norms and the book's figures of its
     attention, embeddings and positions (plots_sequence.py). `crop`: the grids of figures 4, 14 and 18 show their
     top-left crop x crop when p is larger (0: the whole grid)."""
@@ -301,29 +337,30 @@ def draw_all(run_dirs, out: str | Path = "figures", crop: int = CROP) -> list[Pa
     names = [label(r) for r in runs]
     if len(set(names)) != len(names):  # refused before --out is made: a refusal leaves nothing behind
         raise ConfigError(f"run directories must have distinct names, got {names}")
+    unknown = sorted({f.scope for f in FIGURES} - set(SCOPES))
+    if unknown:
+        raise ValueError(f"FIGURES: unknown scope {unknown}; the scopes are {SCOPES}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
+    by = {scope: [f for f in FIGURES if f.scope == scope] for scope in SCOPES}
     grid_runs = [r for r in runs if is_grid(r)]  # the task's family (tasks.TaskSpec.family) says what applies
-    paths = fig_polar(out) + fig_inputs(out) + fig_targets(out) if grid_runs else []  # the p = 11 grid illustrations
+    paths = [p for f in by["once"] for p in f.draw(out, crop)] if grid_runs else []
     with_acts = []
     for run in runs:
-        paths += fig_grokking(run, out) + fig_curves(run, out, "acc") + fig_curves(run, out, "loss")
-        paths += fig_grad_norms(run, out)
+        paths += [p for f in by["run"] for p in f.draw(run, out, crop)]
         if not is_grid(run):
-            paths += fig_sequence(run, out) if run.params else []  # the book's attention, embeddings, positions
+            paths += [p for f in by["sequence"] for p in f.draw(run, out, crop)] if run.params else []
             continue
-        paths += fig_singular_vectors(run, out) + fig_embed_fft(run, out)
+        paths += [p for f in by["grid"] for p in f.draw(run, out, crop)]
         if not task_spec(run.config.task.name).whole_grid:  # some inputs are no samples: Run.inputs("grid") is the
             continue  # samples alone, and the figures below need all p^2 inputs
         acts = grid_acts(run)
         with_acts.append((run, acts))
-        paths += fig_neurons(run, acts, out, n=1, crop=crop) + fig_neurons(run, acts, out, n=3, crop=crop)
-        paths += over_training(run, acts, out)
-        paths += fig_frequency_ablation(run, frequency_ablation(run), out)
+        paths += [p for f in by["acts"] for p in f.draw(run, acts, out, crop)]
     if grid_runs:
-        paths += fig_positional(grid_runs, out) + fig_singular_values(grid_runs, out)
+        paths += [p for f in by["grid_runs"] for p in f.draw(grid_runs, out, crop)]
     if with_acts:
-        paths += fig_attention(with_acts, out, crop=crop)
+        paths += [p for f in by["acts_runs"] for p in f.draw(with_acts, out, crop)]
     return paths

@@ -561,3 +561,12 @@ def test_grok_step_axes_are_log_only_over_a_decade(tmp_path, monkeypatch):
     plotstyle.log_or_linear(ax, [10, 1500])
     assert ax.get_yscale() == "log"
     matplotlib.pyplot.close(fig)
+
+
+def test_the_figure_registry_is_well_formed():
+    """Every FIGURES entry has a unique name and a scope draw_all knows; the paper's figures are all in it."""
+    from miiii import plots
+
+    names = [f.name for f in plots.FIGURES]
+    assert len(set(names)) == len(names) and {f.scope for f in plots.FIGURES} <= set(plots.SCOPES)
+    assert {"grokking", "neurons", "attention", "positional", "singular_values"} <= set(names)

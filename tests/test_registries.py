@@ -61,15 +61,13 @@ def _attention(attention):
     return lambda self, p, x, name, h_: attention(self, p, h_(f"{name}.hook_x", x), name, h_)
 
 
-def _with_figure(fig_grad_norms):
-    """draw_all's per-run figures with one more: the embedding norm per step, read from the new metric."""
-    def draw(run, out, *args, **kw):
-        fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
-        ax.plot(run.metrics["embed_norm"], marker=".")
-        ax.set_xlabel("step")
-        ax.set_ylabel("|W_E|")
-        return fig_grad_norms(run, out, *args, **kw) + plots.save_figure(fig, out, f"{FIGURE}_{run.path.name}")
-    return draw
+def _extra_figure(run, out, crop):
+    """One more per-run figure, as one FIGURES entry: the embedding norm per step, read from the new metric."""
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.plot(run.metrics["embed_norm"], marker=".")
+    ax.set_xlabel("step")
+    ax.set_ylabel("|W_E|")
+    return plots.save_figure(fig, out, f"{FIGURE}_{run.path.name}")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +80,7 @@ def extended():
         mp.setattr(HookedModel, "hook_names", _hook_names(HookedModel.hook_names))
         mp.setattr(HookedModel, "_attention", _attention(HookedModel._attention))
         mp.setitem(C.HOOKS, f"blocks.{{i}}.{HOOK}", (("batch", "pos", "d_model"), "the attention's input"))
-        mp.setattr(plots, "fig_grad_norms", _with_figure(plots.fig_grad_norms))
+        mp.setattr(plots, "FIGURES", [*plots.FIGURES, plots.Figure("extra", "run", _extra_figure)])
         yield
 
 
