@@ -71,6 +71,13 @@ def _spectrum(ax, run: Run, step: int, top: float) -> None:
            title=f"W_E's Fourier spectrum{_at(step, int(steps[row]))}")
 
 
+def model_neuron(run: Run, j: int) -> int:
+    """The model's index of the recording's j-th neuron (record.neurons keeps a subset): the number fig14 and
+    run_with_cache use for the same neuron."""
+    kept = run.acts_index.get("neurons")
+    return int(kept[j]) if kept else j
+
+
 def _neurons(axes, run: Run, step: int, which: np.ndarray, tops: np.ndarray) -> None:
     """Each shown neuron over the grid on one colour scale for the whole film, 0 to `tops[i]`: a neuron that grows
     brightens instead of every frame being rescaled to its own maximum."""
@@ -81,7 +88,7 @@ def _neurons(axes, run: Run, step: int, which: np.ndarray, tops: np.ndarray) -> 
     for ax, j, top in zip(axes, which, tops, strict=True):
         grid = A.to_grid(acts[:, j], p)
         im = ax.imshow(grid.T, cmap="viridis", origin="lower", interpolation="nearest", vmin=0, vmax=top)  # post-ReLU
-        ax.set(xlabel="x0", ylabel="x1", title=f"neuron {int(j)}{_at(step, int(steps[row]))}")
+        ax.set(xlabel="x0", ylabel="x1", title=f"neuron {model_neuron(run, int(j))}{_at(step, int(steps[row]))}")
         colorbar(im, ax, "activation (post-ReLU)")
 
 

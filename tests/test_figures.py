@@ -570,3 +570,14 @@ def test_the_figure_registry_is_well_formed():
     names = [f.name for f in plots.FIGURES]
     assert len(set(names)) == len(names) and {f.scope for f in plots.FIGURES} <= set(plots.SCOPES)
     assert {"grokking", "neurons", "attention", "positional", "singular_values"} <= set(names)
+
+
+def test_the_films_neuron_titles_are_the_models_indices():
+    """A recording keeps some neurons (record.neurons): the film names each by the model's index, as fig14 and
+    run_with_cache do, not by its place in the recording."""
+    from types import SimpleNamespace
+
+    from miiii.film import model_neuron
+
+    assert model_neuron(SimpleNamespace(acts_index={"neurons": [5, 9, 11]}), 1) == 9
+    assert model_neuron(SimpleNamespace(acts_index={}), 1) == 1
