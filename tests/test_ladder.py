@@ -55,3 +55,15 @@ def test_the_committed_ladder_regenerates_from_its_summaries():
     if not BUNDLE.is_dir():
         pytest.skip("no ladder bundle committed yet")
     assert L.write_bundle(BUNDLE, check=True) == 0, f"python -m experiments.paper.ladder --bundle {BUNDLE}"
+
+
+def test_the_miiii_cpu_search_names_the_ladders_own_command_for_the_seeds_it_shares():
+    from experiments.miiii_cpu import study as S
+
+    h = next(s for s in S.SEARCH if s.also)
+    for d in h.also:
+        p = int(Path(d).name[1:])
+        assert h.also_command.startswith("python -m miiii " + " ".join(L.command(p, Path(d))))
+    assert L.valid_size(37) == 37 * 37 - int(0.7 * 37 * 37) == 411 and L.valid_size(53) == 500
+    assert "task.valid_size=411" in L.command(37, Path("x")) and "task.valid_size" not in " ".join(
+        L.command(53, Path("x")))

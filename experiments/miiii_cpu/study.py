@@ -44,6 +44,8 @@ class Setting:
     solo: bool = False  # one `train` run instead of a sweep
     preset: str = "miiii-paper-cpu"
     own_cadence: bool = False  # the preset's own evaluation, chunk and kept checkpoints (not EVAL's)
+    also: tuple[str, ...] = ()  # other sweeps of the same config whose members are this setting's seeds too
+    also_command: str = ""  # the command that trains them
 
 
 SEARCH = (
@@ -59,6 +61,11 @@ SEARCH = (
             ("model.d_model=96",), (), 25_000, solo=True),
     Setting("G-miiii-cpu", "the preset miiii-cpu as it is (F's recipe, 25k steps), over 5 seeds", (), (), 25_000,
             seeds=5, preset="miiii-cpu", own_cadence=True),
+    Setting("H-miiii-cpu-p53", "the preset at p = 53 (15 tasks; the scale ladder's rung): seeds 3 and 4 here, seeds "
+            "0-2 the ladder's sweep (runs/ladder/p53)", ("task.p=53", "train.seed=3"), (), 25_000, seeds=2,
+            preset="miiii-cpu", own_cadence=True, also=("runs/ladder/p53",),
+            also_command="python -m miiii sweep --preset miiii-cpu --seeds 3 --set task.p=53 --no-progress --out "
+                         "runs/ladder/p53 (make ladder)"),
 )
 
 
@@ -140,16 +147,21 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
     if not d.is_dir():
         return None
     members = [d] if s.solo else sorted(d.glob("member_*"))
-    seeds = [member_record(m) for m in members]
+    others = [Path(a) for a in s.also if Path(a).is_dir()]
+    if len(others) != len(s.also):
+        raise ConfigError(f"{s.name}: its other seeds' sweep {', '.join(s.also)} is missing: train it first")
+    wall = wall_seconds(d, members) + sum(wall_seconds(o, sorted(o.glob("member_*"))) for o in others)
+    members += [m for o in others for m in sorted(o.glob("member_*"))]
+    seeds = sorted((member_record(m) for m in members), key=lambda m: m["seed"])
     if not seeds or not seeds[0]["curve"]:
         return None
     cfg = json.loads((members[0] / "config.json").read_text())
     done = max(m["steps_done"] for m in seeds)
-    wall = wall_seconds(d, members)
     return dict(name=s.name, why=s.why, sets=list(s.sets), grid=list(s.grid), steps=s.steps, steps_done=done,
                 p=cfg["task"]["p"], d_model=cfg["model"]["d_model"], train_frac=cfg["task"]["train_frac"],
                 members=len(seeds), wall_s=wall, s_per_member_step=round(wall / max(done * len(seeds), 1), 5),
-                command="python -m miiii " + " ".join(command(s, runs)), seeds=seeds)
+                command="python -m miiii " + " ".join(command(s, runs)) + (f"`; seeds 0-2: `{s.also_command}"
+                                                                          if s.also_command else ""), seeds=seeds)
 
 
 # ---------------------------------------------------------------- the bundle, from its summary alone
