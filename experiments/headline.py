@@ -172,8 +172,12 @@ def miiii_cpu_sentence(root: Path = ROOT) -> str:
     from experiments.miiii_cpu.study import SEARCH, every_task, meets_goal, minutes_per_seed
 
     summary = json.loads((root / MIIII_CPU / "summaries" / "search.json").read_text())
-    own = {s.name for s in SEARCH if s.preset == "miiii-cpu"}  # the settings that train the preset as it is
-    rec = next((r for r in summary["settings"] if r["name"] in own), None)
+    from miiii.presets import get_preset
+
+    preset = get_preset("miiii-cpu")
+    own = {s.name for s in SEARCH if s.preset == "miiii-cpu"}  # the settings that train the preset: the one at its
+    rec = next((r for r in summary["settings"] if r["name"] in own and r["p"] == preset.task.p  # own p and width
+                and r["d_model"] == preset.model.d_model), None)
     link = f"[{MIIII_CPU}/results.md]({MIIII_CPU}/results.md)"
     if rec is None:
         text = f"the preset has not been run over seeds yet ({link})"
@@ -183,8 +187,9 @@ def miiii_cpu_sentence(root: Path = ROOT) -> str:
         text = (f"all {n} tasks grokked in {hits} of {len(rec['seeds'])} seeds within {rec['steps_done']:,} of "
                 f"{rec['steps']:,} steps, {minutes_per_seed(rec):.0f} min a seed on 2 CPU cores; the goal (every "
                 f"task in 4 of 5 seeds within 30 min a seed) is {'met' if meets_goal(rec) else 'not met'} ({link})")
-    return "\n".join([CPU_START, f"`make train-miiii-cpu` trains `miiii-cpu`, miiii's 19 tasks at p = 71: {text}.",
-                      CPU_END])
+    n_tasks = len(rec["seeds"][0]["tasks"]) if rec else "its"
+    return "\n".join([CPU_START, f"`make train-miiii-cpu` trains `miiii-cpu`, miiii's {n_tasks} tasks at p = "
+                                  f"{preset.task.p}: {text}.", CPU_END])
 
 
 def main(argv=None) -> int:
