@@ -51,7 +51,7 @@ train-nanda: $(STAMP)  ## Nanda et al.'s modular addition, p = 113 (GPU scale)
 train-miiii: $(STAMP)  ## the paper's 29-task run, p = 113, 65,536 steps (GPU scale)
 	$(BIN)/python -m miiii train --preset miiii $(ARGS)
 
-train-miiii-cpu: $(STAMP)  ## miiii at CPU scale, the nearest the search came to grokking every task: the paper's recipe at p = 71, d 96 (results/miiii-cpu/results.md: odds and minutes)
+train-miiii-cpu: $(STAMP)  ## miiii on a CPU: the paper's recipe at p = 53 (15 tasks), d 96, 25k steps, the search's setting that groks every task (results/miiii-cpu/results.md: odds and minutes)
 	$(BIN)/python -m miiii train --preset miiii-cpu $(ARGS)
 
 miiii-cpu-search: $(STAMP)  ## the search behind miiii-cpu (runs/miiii-cpu-search/, reused; each setting's command and time in results/miiii-cpu/results.md); OUT=results/miiii-cpu rewrites the bundle

@@ -59,10 +59,10 @@ SEARCH = (
     Setting("E-p71-d64-tf07-40k", "the paper-cpu recipe, trained 8x longer", (), (), 40_000, solo=True),
     Setting("F-p71-d96-25k", "1.5x the width (room for every task's frequencies at both positions)",
             ("model.d_model=96",), (), 25_000, solo=True),
-    Setting("G-miiii-cpu", "the preset miiii-cpu as it is (F's recipe, 25k steps), over 5 seeds", (), (), 25_000,
-            seeds=5, preset="miiii-cpu", own_cadence=True),
-    Setting("H-miiii-cpu-p53", "the preset at p = 53 (15 tasks; the scale ladder's rung): seeds 3 and 4 here, seeds "
-            "0-2 the ladder's sweep (runs/ladder/p53)", ("task.p=53", "train.seed=3"), (), 25_000, seeds=2,
+    Setting("G-miiii-cpu", "the preset miiii-cpu's recipe (F's, 25k steps) at p = 71, over 5 seeds", ("task.p=71",),
+            (), 25_000, seeds=5, preset="miiii-cpu", own_cadence=True),
+    Setting("H-miiii-cpu-p53", "the preset miiii-cpu as it is: G's recipe at p = 53 (15 tasks; the scale ladder's "
+            "rung): seeds 3 and 4 here, seeds 0-2 the ladder's sweep (runs/ladder/p53)", ("task.p=53", "train.seed=3"), (), 25_000, seeds=2,
             preset="miiii-cpu", own_cadence=True, also=("runs/ladder/p53",),
             also_command="python -m miiii sweep --preset miiii-cpu --seeds 3 --set task.p=53 --no-progress --out "
                          "runs/ladder/p53 (make ladder)"),
