@@ -66,7 +66,8 @@ def test_the_committed_bundle_regenerates_from_its_summary():
     assert (BUNDLE / "grokked.png").is_file()
     for rec in summary["settings"]:  # each setting names its own exact command, from the search's table
         setting = next(s for s in S.SEARCH if s.name == rec["name"])
-        assert rec["command"].startswith("python -m miiii " + " ".join(S.command(setting, Path("runs/miiii-cpu-search"))))
+        own = "python -m miiii " + " ".join(S.command(setting, Path("runs/miiii-cpu-search")))
+        assert rec["command"].startswith(own)
         assert rec["command"].endswith(setting.also_command)  # and the command of the seeds it shares, if any
 
 

@@ -62,8 +62,8 @@ SEARCH = (
     Setting("G-miiii-cpu", "the preset miiii-cpu's recipe (F's, 25k steps) at p = 71, over 5 seeds", ("task.p=71",),
             (), 25_000, seeds=5, preset="miiii-cpu", own_cadence=True),
     Setting("H-miiii-cpu-p53", "the preset miiii-cpu as it is: G's recipe at p = 53 (15 tasks; the scale ladder's "
-            "rung): seeds 3 and 4 here, seeds 0-2 the ladder's sweep (runs/ladder/p53)", ("task.p=53", "train.seed=3"), (), 25_000, seeds=2,
-            preset="miiii-cpu", own_cadence=True, also=("runs/ladder/p53",),
+            "rung): seeds 3 and 4 here, seeds 0-2 the ladder's sweep (runs/ladder/p53)", ("task.p=53", "train.seed=3"),
+            (), 25_000, seeds=2, preset="miiii-cpu", own_cadence=True, also=("runs/ladder/p53",),
             also_command="python -m miiii sweep --preset miiii-cpu --seeds 3 --set task.p=53 --no-progress --out "
                          "runs/ladder/p53 (make ladder)"),
 )
