@@ -155,7 +155,7 @@ def trend(points: list[tuple[int, float]], paper: float | None) -> str:
 
 
 def _cell(st) -> str:
-    return "–" if st is None else f"{st[0]:.3g} ± {st[1]:.2g}"
+    return "–" if st is None else f"{st[0]:.3g} ± {round(st[1], 6):.2g}"  # a spread of 1e-17 is rounding: 0
 
 
 def ladder_md(rungs: dict[int, list[dict]]) -> str:
@@ -167,35 +167,38 @@ def ladder_md(rungs: dict[int, list[dict]]) -> str:
              "λ 2, dropout 0.1, 25k full-batch steps) with only p changed. A rung's numbers are the mean ± std over "
              f"the seeds whose run generalised every task (validation accuracy ≥ {GROK_THRESHOLD}); where none did, "
              "over all its seeds, marked *partly trained*. The last column is the paper's number at p = "
-             f"{PAPER_P} (the paper's runs, 65,536 steps at d 256); the trend column applies `trend`'s rule: "
-             f"*{' '.join(trend.__doc__.split())}* It describes this ladder only; nothing here is measured at "
-             f"p = {PAPER_P}." + "".join(f" At p = {p} the validation set is the {valid_size(p)} samples the training "
-                                         "set leaves (p² is too small for the preset's)." for p in ps
-                                         if valid_size(p) != valid_size(PAPER_P)), "",
-             "| | " + " | ".join(f"p = {p}" for p in ps) + f" | trend | paper (p = {PAPER_P}) | the paper's words |",
-             "| --- |" + " --- |" * (len(ps) + 3)]
+             f"{PAPER_P} (the paper's runs, 65,536 steps at d 256); the trend columns apply `trend`'s rule "
+             f"(*{' '.join(trend.__doc__.split())}*) once over the rungs where some seed generalised every task "
+             "(fewer than two such rungs: –) and once over every rung, partly trained ones included (a run that "
+             "stopped learning says little of the trained model). It describes this ladder only; nothing here is "
+             f"measured at p = {PAPER_P}." + "".join(
+                 f" At p = {p} the validation set is the {valid_size(p)} samples the training set leaves (p² is too "
+                 "small for the preset's)." for p in ps if valid_size(p) != valid_size(PAPER_P)), "",
+             "| | " + " | ".join(f"p = {p}" for p in ps) + " | trend over the rungs that learned | trend over every "
+             f"rung (partly trained included) | paper (p = {PAPER_P}) | the paper's words |",
+             "| --- |" + " --- |" * (len(ps) + 4)]
     tasks = [len(rungs[p][0]["task_names"]) for p in ps]
     gen = [f"{sum(generalised(m) for m in rungs[p])} of {len(rungs[p])}" for p in ps]
-    lines.append("| tasks (primes below p) | " + " | ".join(map(str, tasks)) + " | | 29 | |")
-    lines.append("| seeds that generalised every task | " + " | ".join(gen) + " | | | |")
+    lines.append("| tasks (primes below p) | " + " | ".join(map(str, tasks)) + " | | | 29 | |")
+    lines.append("| seeds that generalised every task | " + " | ".join(gen) + " | | | | |")
     for q in QUANTITIES:
         st = {p: rung_stats(rungs[p], q) for p in ps}
         pts = [(p, s[0]) for p, s in st.items() if s is not None]
+        learned = [(p, v) for p, v in pts if rung_seeds(rungs[p])[1]]
         marks = ["" if rung_seeds(rungs[p])[1] else " *partly trained*" for p in ps]
         lines.append(f"| {q.label} | " + " | ".join(_cell(st[p]) + mk for p, mk in zip(ps, marks, strict=True))
-                     + f" | {trend(pts, q.paper)} | {'–' if q.paper is None else f'{q.paper:.3g}'} | {q.source} |")
+                     + f" | {trend(learned, q.paper)} | {trend(pts, q.paper)} | "
+                     f"{'–' if q.paper is None else f'{q.paper:.3g}'} | {q.source} |")
     lines += ["", "Per seed: tasks grokked, and the steps at which q = 2, 3, 5, 7 grokked.", "",
-              "| p | seed | tasks grokked | q = 2, 3, 5, 7 grok steps | in succession | wall (s) |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| p | seed | tasks grokked | q = 2, 3, 5, 7 grok steps | in succession |",
+              "| --- | --- | --- | --- | --- |"]
     for p in ps:
         for m in rungs[p]:
             g = _grok(m)
             small = [g.get(q) for q in SMALL]
             succ = None not in small and all(a < b for a, b in zip(small, small[1:], strict=False))
-            wall = m["run"].get("wall_s")
             lines.append(f"| {p} | {m['run']['seed']} | {sum(s is not None for s in g.values())} of {len(g)} | "
-                         + ", ".join("–" if s is None else str(s) for s in small)
-                         + f" | {'yes' if succ else 'no'} | {'–' if wall is None else f'{wall:.0f}'} |")
+                         + ", ".join("–" if s is None else str(s) for s in small) + f" | {'yes' if succ else 'no'} |")
     lines += ["", "![the paper's numbers against p](ladder.png)", ""]
     return "\n".join(lines)
 
@@ -213,7 +216,10 @@ def figure(rungs: dict[int, list[dict]], out: Path) -> Path:
         st = [(p, s) for p in ps if (s := rung_stats(rungs[p], q)) is not None]
         if st:
             ax.errorbar([p for p, _ in st], [s[0] for _, s in st], yerr=[s[1] for _, s in st], color=OKABE_ITO[0],
-                        marker="o", capsize=3, zorder=2, label="this ladder")
+                        marker="o", capsize=3, zorder=2, label="this ladder (seeds that learned every task)")
+            part = [(p, s) for p, s in st if not rung_seeds(rungs[p])[1]]
+            ax.scatter([p for p, _ in part], [s[0] for _, s in part], s=40, facecolor="white", edgecolor=OKABE_ITO[0],
+                       zorder=3, label="partly trained (no seed learned every task)" if part else None)
         if q.paper is not None:
             ax.scatter([PAPER_P], [q.paper], marker="*", s=140, color=OKABE_ITO[3], zorder=3, label="the paper")
         ax.set(title=q.label, xlabel="p", xticks=[*ps, PAPER_P])
