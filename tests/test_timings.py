@@ -20,6 +20,7 @@ def test_no_preset_description_promises_a_time():
 
 def test_presets_print_the_measured_time_from_the_record(tmp_path):
     rec = dict(commit="abc", date="today", machine=dict(cores=2, cpu="x", python="Python 3"), miiii_cpu_min=20.8,
+               miiii_cpu_setting="H",
                presets={"nanda-cpu": dict(process_s=95.3, train_s=52.0, steps=3000, device="cpu")})
     path = tmp_path / "timings.json"
     path.write_text(json.dumps(rec))
@@ -37,3 +38,4 @@ def test_the_committed_record_regenerates():
     assert T.write_bundle(ROOT / "results" / "timings", check=True) == 0
     rec = json.loads((ROOT / "results" / "timings" / "timings.json").read_text())
     assert set(rec["presets"]) == set(T.TIMED)
+    assert (rec["miiii_cpu_min"], rec["miiii_cpu_setting"]) == T.miiii_cpu_minutes()  # the search bundle's, as it is

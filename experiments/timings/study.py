@@ -57,13 +57,19 @@ def time_preset(name: str, runs: Path) -> dict:
                 steps=summary["steps"], device=summary.get("device"))
 
 
-def miiii_cpu_minutes(root: Path = ROOT) -> float | None:
-    """miiii-cpu's minutes a seed, from its search's bundle (setting G: the preset itself)."""
+def miiii_cpu_minutes(root: Path = ROOT) -> tuple[float | None, str]:
+    """miiii-cpu's minutes a seed and the search setting they come from: the one that trains the preset at its own p
+    and width (results/miiii-cpu/)."""
+    from experiments.miiii_cpu.study import SEARCH
+    from miiii.presets import get_preset
+
     path = root / "results" / "miiii-cpu" / "summaries" / "search.json"
     if not path.is_file():
-        return None
-    g = next((s for s in json.loads(path.read_text())["settings"] if s["name"].startswith("G-")), None)
-    return None if g is None else round(g["wall_s"] / 60 / g["members"], 1)
+        return None, ""
+    preset, own = get_preset("miiii-cpu"), {s.name for s in SEARCH if s.preset == "miiii-cpu"}
+    rec = next((r for r in json.loads(path.read_text())["settings"] if r["name"] in own
+                and r["p"] == preset.task.p and r["d_model"] == preset.model.d_model), None)
+    return (None, "") if rec is None else (round(rec["wall_s"] / 60 / rec["members"], 1), rec["name"])
 
 
 def timings_md(rec: dict) -> str:
@@ -79,7 +85,8 @@ def timings_md(rec: dict) -> str:
         lines.append(f"| {name} | {t['steps']:,} | {fmt_seconds(t['process_s'])} | {fmt_seconds(t['train_s'])} |")
     if rec.get("miiii_cpu_min") is not None:
         lines += ["", f"miiii-cpu: {rec['miiii_cpu_min']} min a seed, from its search "
-                  "([results/miiii-cpu/results.md](../miiii-cpu/results.md), setting G, on shared cores)."]
+                  f"([results/miiii-cpu/results.md](../miiii-cpu/results.md), setting {rec['miiii_cpu_setting']}, on "
+                  "shared cores: an upper bound)."]
     return "\n".join(lines + [""])
 
 
@@ -119,7 +126,8 @@ def run(args) -> int:
     rec = dict(commit=git_commit(), date=time.strftime("%Y-%m-%d %H:%M %Z"),
                machine=dict(cores=os.cpu_count(), cpu=cpu_model(),
                             python=f"Python {platform.python_version()}"),
-               presets=presets, miiii_cpu_min=miiii_cpu_minutes())
+               presets=presets)
+    rec["miiii_cpu_min"], rec["miiii_cpu_setting"] = miiii_cpu_minutes()
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "timings.json", rec)
     return write_bundle(args.out)
