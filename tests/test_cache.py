@@ -134,6 +134,7 @@ def test_a_recording_is_the_full_tensor_at_its_positions_and_neurons():
         run.recorded_cache(step + 1)
 
 
+@pytest.mark.study  # trains a run recording every hook point (make test-studies; make test's 10-minute budget)
 def test_every_hook_point_recorded_at_every_position():
     """Every hook point recorded with record.positions=all and two neurons (float32): at the last step (the final
     parameters) each is the full tensor at its coords: the positions the training pass computes, the neurons kept,

@@ -149,6 +149,7 @@ def test_the_suites_registry_checks_pass_with_a_new_hook_point(extended):
     assert cache.axes("blocks.0.attn.hook_x") == ("batch", "pos", "d_model")  # its row in cache.HOOKS
 
 
+@pytest.mark.study  # draws every figure of a run (make test-studies; make test's 10-minute budget)
 def test_the_suites_registry_checks_pass_with_a_new_figure(extended, run, tmp_path, monkeypatch):
     found = test_figures._checking(monkeypatch)
     assert main(["figures", str(run.path), "--out", str(tmp_path)]) == 0

@@ -110,6 +110,7 @@ def test_minibatch_members_equal_solo_runs_across_epochs(tmp_path):
     assert_same(dict(np.load(d / "metrics.npz")), solo(d, tmp_path))
 
 
+@pytest.mark.study  # a sweep of 4 and two solo runs (make test-studies; make test's 10-minute budget)
 def test_the_split_is_a_sweep_axis_each_member_on_its_own_split(tmp_path, capsys):
     """--split-seeds N crosses N train/validation splits with the init seeds in one program: each member equals
     the solo run of its own config (its split_seed and seed), the splits really differ, members.csv names both
