@@ -95,6 +95,7 @@ def assert_figures(out: Path, stems, absent=()) -> None:
     assert {f.stem for f in out.glob("*.pdf")} == drawn
 
 
+@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies; make test's 10 minutes, compile cache empty)
 def test_figures_command_writes_every_expected_file(drawn):
     stems = ["fig01_polar", "fig02_inputs_p11", "fig03_targets_p11", "fig07_positional", "fig08_singular_values",
              "fig18_attention"]
@@ -197,6 +198,7 @@ def test_curves_draw_at_most_max_points_per_task(runs, tmp_path, monkeypatch):
     assert all(k == 7 and first == 1 and last == n for first, last, k in lengths)
 
 
+@pytest.mark.study  # the paper study's runs (make test-studies; make test's 10 minutes, compile cache empty)
 def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp_path, monkeypatch, capsys):
     """`python -m experiments.paper --set` reaches the run's config (beside the recording overrides); `--reuse`
     continues a run that died after its first checkpoint instead of retraining it."""
@@ -220,6 +222,7 @@ def test_paper_applies_set_to_every_run_and_reuse_resumes_an_interrupted_one(tmp
     assert run.summary["resumed_from"] == 20 and len(run.metrics["step"]) == 40
 
 
+@pytest.mark.study  # the paper study's runs (make test-studies; make test's 10 minutes, compile cache empty)
 def test_paper_train_only_trains_and_writes_no_report(tmp_path, capsys):
     """`python -m experiments.paper --train-only` (several of them can share a GPU, a last --reuse reports): runs, no
     results.md."""
@@ -272,6 +275,7 @@ def _checking(monkeypatch, found: dict | None = None) -> dict:
     return found
 
 
+@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies; make test's 10 minutes, compile cache empty)
 def test_every_figure_is_readable(drawn, tmp_path, monkeypatch):
     """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
     figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
