@@ -95,7 +95,7 @@ def assert_figures(out: Path, stems, absent=()) -> None:
     assert {f.stem for f in out.glob("*.pdf")} == drawn
 
 
-@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies; make test's 10 minutes, compile cache empty)
+@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies: make test's 10 minutes)
 def test_figures_command_writes_every_expected_file(drawn):
     stems = ["fig01_polar", "fig02_inputs_p11", "fig03_targets_p11", "fig07_positional", "fig08_singular_values",
              "fig18_attention"]
@@ -275,7 +275,7 @@ def _checking(monkeypatch, found: dict | None = None) -> dict:
     return found
 
 
-@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies; make test's 10 minutes, compile cache empty)
+@pytest.mark.study  # every paper figure of two runs, drawn (make test-studies: make test's 10 minutes)
 def test_every_figure_is_readable(drawn, tmp_path, monkeypatch):
     """Every figure draw_all draws (and the sweep's grok_steps.png): no two texts overlap, none is cut off at the
     figure's edge (plotstyle.layout_problems); every heat map has a labelled colour bar, every axis a label and
