@@ -31,3 +31,11 @@ def write_or_check(doc: Path, start: str, end: str, block: str, source: str, com
     doc.write_text(want)
     print(f"wrote the generated block of {doc.name} from {source}")
     return 0
+
+
+def same_or_say(path: Path, text: str, command: str) -> int:
+    """`--check` of a generated file: 0 when `path` holds exactly `text`, else 1 and one line naming `command`."""
+    if path.is_file() and path.read_text() == text:
+        return 0
+    print(f"error: {path} differs from what it is generated from: run {command}", file=sys.stderr)
+    return 1

@@ -65,7 +65,6 @@ from miiii.sweepmembers import (
     restore_members,
     write_plan,
 )
-from miiii.tasks import Task
 from miiii.train import ChunkOut, Trainer, TrainState, numerics, task_data
 from miiii.validate import check_memory, validate
 
@@ -398,9 +397,6 @@ class SweepRun:
                     on_chunk(done)
         return states
 
-    def member_task(self, i: int) -> Task:
-        return self.task if self.tasks is None else self.tasks[i]
-
     def _task_data(self) -> dict:
         """task_data, with each member's own split stacked on the member axis when the grid sweeps the split."""
         data = task_data(self.task)
@@ -427,7 +423,8 @@ class SweepRun:
             params = member_slice(final, mem.index)
             # the same summary as a solo run (final metrics after the last update), plus the member's place in the
             # sweep; diverged_at: the first step whose loss was not finite (its metrics are NaN from there), or None
-            summary = summarize(mem.config, self.member_task(mem.index), trainer, params, step_axis, mh) | dict(
+            own = task if self.tasks is None else self.tasks[mem.index]  # a split axis: the member's own split
+            summary = summarize(mem.config, own, trainer, params, step_axis, mh) | dict(
                 seed=mem.seed, values=mem.values, grok_step_all=grok_all, diverged_at=gone,
                 final_valid_acc=last_evaluated(mh["valid_acc"]).tolist(), **numerics(mem.config),
                 record_bytes=self.rec.nbytes)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 
@@ -251,11 +252,7 @@ def figure(summary: dict, out: Path) -> Path:
 def write_bundle(summary: dict, out: Path, check: bool = False) -> int:
     text = results_md(summary)
     if check:
-        same = (out / "results.md").is_file() and (out / "results.md").read_text() == text
-        if not same:
-            print(f"error: {out / 'results.md'} differs from its summary: python -m experiments.miiii_cpu.study "
-                  f"--bundle {out}", file=sys.stderr)
-        return 0 if same else 1
+        return same_or_say(out / "results.md", text, f"python -m experiments.miiii_cpu.study --bundle {out}")
     write_text_atomic(out / "results.md", text)
     figure(summary, out)
     return 0

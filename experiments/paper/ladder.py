@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.generated import same_or_say
 from experiments.paper.measures import task_q
 from miiii.analysis import GROK_THRESHOLD
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
@@ -246,11 +247,7 @@ def write_bundle(bundle: Path, check: bool = False) -> int:
     rungs = read_bundle(bundle)
     text = ladder_md(rungs)
     if check:
-        same = (bundle / "ladder.md").is_file() and (bundle / "ladder.md").read_text() == text
-        if not same:
-            print(f"error: {bundle / 'ladder.md'} differs from its summaries: python -m experiments.paper.ladder "
-                  f"--bundle {bundle}", file=sys.stderr)
-        return 0 if same else 1
+        return same_or_say(bundle / "ladder.md", text, f"python -m experiments.paper.ladder --bundle {bundle}")
     write_text_atomic(bundle / "ladder.md", text)
     figure(rungs, bundle)
     print(f"wrote {bundle / 'ladder.md'} and ladder.png")

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.presets import TIMINGS, fmt_seconds
@@ -93,11 +94,7 @@ def timings_md(rec: dict) -> str:
 def write_bundle(out: Path, check: bool = False) -> int:
     text = timings_md(json.loads((out / "timings.json").read_text()))
     if check:
-        same = (out / "timings.md").is_file() and (out / "timings.md").read_text() == text
-        if not same:
-            print(f"error: {out / 'timings.md'} differs from timings.json: python -m experiments.timings --bundle "
-                  f"{out}", file=sys.stderr)
-        return 0 if same else 1
+        return same_or_say(out / "timings.md", text, f"python -m experiments.timings --bundle {out}")
     write_text_atomic(out / "timings.md", text)
     print(f"wrote {out / 'timings.md'}")
     return 0
