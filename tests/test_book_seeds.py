@@ -64,7 +64,8 @@ def test_seed_study_writes_provenance_both_sides_and_a_verdict_per_claim(tmp_pat
     assert re.search(r"\| commit \| [0-9a-f]{40}(-dirty)? \|", text) and "| PyTorch loop | addition: torch 2.x" in text
     assert "| jax |" in text and "| precision | highest |" in text
     verdicts = _verdicts(text)
-    assert len(verdicts) == 4  # addition and reversal in JAX, addition in PyTorch, and the agreement for addition
+    assert len(verdicts) == 5  # addition and reversal in JAX, addition in PyTorch, the agreement for addition, and
+    assert sum("Reversal converges much faster" in k for k in verdicts) == 1  # reversal against addition in JAX only
     assert sum("the book's way" in k for k in verdicts) == 1
     assert sum(k.startswith("addition, PyTorch") for k in verdicts) == 1
     assert set(verdicts.values()) <= {"holds", "does not hold"}
