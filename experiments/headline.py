@@ -169,15 +169,11 @@ MIIII_CPU = "results/miiii-cpu"
 
 def miiii_cpu_sentence(root: Path = ROOT) -> str:
     """The README's line on `make train-miiii-cpu`, read from the search bundle's run of the preset itself."""
-    from experiments.miiii_cpu.study import SEARCH, every_task, meets_goal, minutes_per_seed
-
-    summary = json.loads((root / MIIII_CPU / "summaries" / "search.json").read_text())
+    from experiments.miiii_cpu.study import every_task, meets_goal, minutes_per_seed, preset_setting
     from miiii.presets import get_preset
 
-    preset = get_preset("miiii-cpu")
-    own = {s.name for s in SEARCH if s.preset == "miiii-cpu"}  # the settings that train the preset: the one at its
-    rec = next((r for r in summary["settings"] if r["name"] in own and r["p"] == preset.task.p  # own p and width
-                and r["d_model"] == preset.model.d_model), None)
+    summary = json.loads((root / MIIII_CPU / "summaries" / "search.json").read_text())
+    preset, rec = get_preset("miiii-cpu"), preset_setting(summary)
     link = f"[{MIIII_CPU}/results.md]({MIIII_CPU}/results.md)"
     if rec is None:
         text = f"the preset has not been run over seeds yet ({link})"

@@ -168,6 +168,16 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
 # ---------------------------------------------------------------- the bundle, from its summary alone
 
 
+def preset_setting(summary: dict) -> dict | None:
+    """The search's record of the preset `miiii-cpu` as it is: a setting that trains it at the preset's own p and
+    width (the README's line and the timings record both read it)."""
+    from miiii.presets import get_preset
+
+    preset, own = get_preset("miiii-cpu"), {s.name for s in SEARCH if s.preset == "miiii-cpu"}
+    return next((r for r in summary["settings"] if r["name"] in own and r["p"] == preset.task.p
+                 and r["d_model"] == preset.model.d_model), None)
+
+
 def every_task(seed: dict) -> bool:
     return bool(seed["tasks"]) and len(seed["grok_step"]) == len(seed["tasks"])
 

@@ -61,16 +61,13 @@ def time_preset(name: str, runs: Path) -> dict:
 def miiii_cpu_minutes(root: Path = ROOT) -> tuple[float | None, str]:
     """miiii-cpu's minutes a seed and the search setting they come from: the one that trains the preset at its own p
     and width (results/miiii-cpu/)."""
-    from experiments.miiii_cpu.study import SEARCH
-    from miiii.presets import get_preset
+    from experiments.miiii_cpu.study import minutes_per_seed, preset_setting
 
     path = root / "results" / "miiii-cpu" / "summaries" / "search.json"
     if not path.is_file():
         return None, ""
-    preset, own = get_preset("miiii-cpu"), {s.name for s in SEARCH if s.preset == "miiii-cpu"}
-    rec = next((r for r in json.loads(path.read_text())["settings"] if r["name"] in own
-                and r["p"] == preset.task.p and r["d_model"] == preset.model.d_model), None)
-    return (None, "") if rec is None else (round(rec["wall_s"] / 60 / rec["members"], 1), rec["name"])
+    rec = preset_setting(json.loads(path.read_text()))
+    return (None, "") if rec is None else (round(minutes_per_seed(rec), 1), rec["name"])
 
 
 def timings_md(rec: dict) -> str:
