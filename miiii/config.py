@@ -39,10 +39,31 @@ class ModelConfig:
     # array) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model))
     init: str = "he"
     n_ctx: int = 0  # rows of W_pos; 0 = the task's input length. Book: max_seq_len 13, one more than it feeds
+    # The small-decoder options (AdderBoard's Qwen3-style adders; every one off by default, the paper's and the
+    # book's models untouched): a head size independent of d_model, grouped key/value heads, rotary positions
+    # (no parameters), RMSNorm in place of LayerNorm, RMSNorm of each head's queries and keys, a SwiGLU MLP, and a
+    # 3-parameter circular-arc token embedding [A cos(s + k v), A sin(s + k v), 0, ...].
+    head_dim: int = 0  # 0 = d_model // n_heads
+    n_kv_heads: int = 0  # key/value heads, each shared by n_heads / n_kv_heads query heads; 0 = n_heads
+    rope_theta: float = 0.0  # rotary position embedding of queries and keys with this base (Qwen's halves); 0 = off
+    norm: str = "layer"  # layer | rms: the norm model.layer_norm puts in the blocks and before the head
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys (Qwen3), before the rotation
+    mlp_act: str = "relu"  # relu | swiglu: (silu(x W_gate) * x W_in) W_out, no biases
+    embed: str = "table"  # table: a learned (vocab, d) W_E | arc: W_E from 3 parameters (amplitude, start, stride)
+    norm_eps: float = 1e-5  # of every norm (the book's LayerNorm: 1e-5; Qwen3's RMSNorm: 1e-6)
+    # Weight tying inside a block, each "FOLLOWER=MASTER" or "FOLLOWER=F(MASTER)" with F one of T (transpose),
+    # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rotT (rot of T): e.g.
+    # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
+    # and the unique count (count_params) holds the master once and each transform's one scalar.
+    ties: tuple[str, ...] = ()
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
 
     @property
     def mlp_dim(self) -> int:

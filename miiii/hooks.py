@@ -40,7 +40,7 @@ import numpy as np
 
 from miiii.cache import Cache, full_cache
 from miiii.config import ModelConfig, RunConfig
-from miiii.model import build_model
+from miiii.model import build_model, refuse_small_decoder
 
 HookFn = Callable[[jax.Array, str], jax.Array]  # (value, hook name) -> the value the forward pass goes on with
 LN_EPS = 1e-5  # flax's and TransformerLens's LayerNorm epsilon
@@ -68,6 +68,7 @@ class HookedModel:
 
     @classmethod
     def of(cls, cfg: RunConfig, task) -> HookedModel:
+        refuse_small_decoder(cfg.model, "hook points")
         m = build_model(cfg.model, task)
         return cls(cfg.model, m.d_vocab, m.n_ctx, m.n_out, m.d_out, tuple(m.unembed_buckets or ()))
 

@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from miiii.config import ModelConfig
+from miiii.config import ConfigError, ModelConfig
 
 
 def _normal(std: float):
@@ -90,6 +90,95 @@ class PairTable(NamedTuple):
         return (self.table.reshape(-1, d) @ W)[rows]
 
 
+def rotary(x, pos, theta: float):
+    """Rotary position embedding as Qwen and Llama apply it: the head's first half and second half are the two
+    coordinates of e/2 planes, plane i turned by pos * theta^(-2i/e). x: (b, t, heads, e); pos: (t,)."""
+    half = x.shape[-1] // 2
+    angle = pos[:, None] * theta ** (-2.0 * jnp.arange(half) / x.shape[-1])[None]  # (t, e/2)
+    cos, sin = jnp.cos(angle)[None, :, None], jnp.sin(angle)[None, :, None]
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def make_norm(c: ModelConfig, name: str):
+    """The block's and the head's norm (model.layer_norm; model.norm says which), or the identity."""
+    if not c.layer_norm:
+        return lambda x: x
+    if c.norm == "rms":
+        return nn.RMSNorm(epsilon=c.norm_eps, name=name)
+    return nn.LayerNorm(epsilon=c.norm_eps, name=name)
+
+
+def arc_init(d_vocab: int):
+    """Amplitude 1, start 0, stride 2 pi / vocab: the tokens evenly round the circle at the start."""
+    return lambda key, shape, dtype=jnp.float32: jnp.array([1.0, 0.0, 2 * math.pi / d_vocab], dtype)
+
+
+def arc_embedding(arc, d_vocab: int, d_model: int):
+    """(3,) amplitude, start, stride -> (vocab, d) rows [A cos(s + k v), A sin(s + k v), 0, ...]."""
+    angle = arc[1] + arc[2] * jnp.arange(d_vocab)
+    circle = arc[0] * jnp.stack([jnp.cos(angle), jnp.sin(angle)], axis=1)
+    return jnp.pad(circle, ((0, 0), (0, d_model - 2)))
+
+
+TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
+TIED_WEIGHTS = {"attn": ("W_Q", "W_K", "W_V", "W_O"), "mlp": ("W_in", "W_out", "W_gate")}
+
+
+def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
+    """{(module, follower): (transform, master)}; ValueError naming the first entry that is not a tie within one
+    block module between two of its weights (no chains, each follower once)."""
+    out = {}
+    for entry in ties:
+        m = TIE.match(entry)
+        module, follower = (m.group(1), m.group(2)) if m else (None, None)
+        transform, master_module, master = ((m.group(3), m.group(4), m.group(5)) if m and m.group(3) else
+                                            ("", m.group(6), m.group(7)) if m else (None, None, None))
+        known = TIED_WEIGHTS.get(module, ())
+        if (not m or master_module != module or follower not in known or master not in known
+                or follower == master or (module, follower) in out):
+            raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in T, "
+                             f"scale, rot, rotT, both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
+                             f"mlp: {', '.join(TIED_WEIGHTS['mlp'])}), each follower once")
+        out[(module, follower)] = (transform, master)
+    if any((mod, master) in out for (mod, _), (_, master) in out.items()):
+        raise ValueError("model.ties: a master is itself a follower; tie each follower to an untied weight")
+    return out
+
+
+def _turn(x, angle):
+    """The last axis' halves as planes, each turned by `angle` (a learned scalar)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * jnp.cos(angle) - x2 * jnp.sin(angle), x2 * jnp.cos(angle) + x1 * jnp.sin(angle)], -1)
+
+
+def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: list[tuple[str, object, tuple]]):
+    """The module's weights {name: array}: each master a parameter (created in `specs` order, so with no ties the
+    parameters and their random draws are the untied model's), each follower its master transformed."""
+    tied = {f: v for (mod, f), v in parse_ties(ties).items() if mod == scope}
+    w = {name: module.param(name, init, shape) for name, init, shape in specs if name not in tied}
+    for name, _, shape in specs:
+        if name not in tied:
+            continue
+        transform, master = tied[name]
+        x = w[master]
+        if transform in ("T", "rotT"):
+            x = jnp.swapaxes(x, -1, -2)
+        if transform == "scale":
+            x = module.param(f"{name}_scale", nn.initializers.ones, ()) * x
+        if transform in ("rot", "rotT"):
+            if x.shape[-1] % 2:
+                raise ValueError(f"model.ties: {scope}.{name} = {transform}(...) turns pairs of the last axis, whose "
+                                 f"size {x.shape[-1]} is odd")
+            x = _turn(x, module.param(f"{name}_angle", nn.initializers.zeros, ()))
+        if x.shape != tuple(shape):
+            raise ValueError(f"model.ties: {scope}.{name} {tuple(shape)} cannot be {transform or 'equal'}({scope}."
+                             f"{master} {tuple(w[master].shape)})")
+        w[name] = x
+    return w
+
+
 class Attention(nn.Module):
     cfg: ModelConfig
     last_only: bool  # queries at the last position only
@@ -98,15 +187,15 @@ class Attention(nn.Module):
     def __call__(self, h, fold: EmbedTables | PairTable | None = None):  # h: (b, t, d)
         """Block 0's input is a function of (token, position) alone: `fold` then projects it from tables."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
-        H, d, e = c.n_heads, c.d_model, c.d_head
-        W_Q = self.param("W_Q", init.matrix(d), (H, d, e))
-        W_K = self.param("W_K", init.matrix(d), (H, d, e))
-        W_V = self.param("W_V", init.matrix(d), (H, d, e))
-        W_O = self.param("W_O", init.matrix(H * e), (H, e, d))
+        H, G, d, e = c.n_heads, c.kv_heads, c.d_model, c.d_head  # G key/value heads, each read by H / G queries
+        w = block_weights(self, c.ties, "attn", [("W_Q", init.matrix(d), (H, d, e)), ("W_K", init.matrix(d), (G, d, e)),
+                                                 ("W_V", init.matrix(d), (G, d, e)),
+                                                 ("W_O", init.matrix(H * e), (H, e, d))])
+        W_Q, W_K, W_V, W_O = w["W_Q"], w["W_K"], w["W_V"], w["W_O"]
         b, t, _ = h.shape
         tq = 1 if self.last_only else t
         # 2-D matmuls on (rows, d) with weights reshaped to (d, H*e) (small): no activation transposes
-        flat = lambda w: w.transpose(1, 0, 2).reshape(d, H * e)  # noqa: E731
+        flat = lambda w: w.transpose(1, 0, 2).reshape(d, -1)  # noqa: E731
 
         def project(W, last: bool):  # -> (b, positions, n)
             if fold is None:
@@ -117,10 +206,18 @@ class Attention(nn.Module):
         if self.last_only:
             q = project(flat(W_Q), last=True).reshape(b, tq, H, e)
             kv = project(jnp.concatenate([flat(W_K), flat(W_V)], axis=1), last=False)
-            k, v = kv[..., : H * e].reshape(b, t, H, e), kv[..., H * e:].reshape(b, t, H, e)
+            k, v = kv[..., : G * e].reshape(b, t, G, e), kv[..., G * e:].reshape(b, t, G, e)
         else:
             qkv = project(jnp.concatenate([flat(W_Q), flat(W_K), flat(W_V)], axis=1), last=False)
-            q, k, v = (qkv[..., i * H * e:(i + 1) * H * e].reshape(b, t, H, e) for i in range(3))
+            q = qkv[..., : H * e].reshape(b, t, H, e)
+            k, v = (qkv[..., H * e + i * G * e:H * e + (i + 1) * G * e].reshape(b, t, G, e) for i in range(2))
+        if c.qk_norm:
+            q = nn.RMSNorm(epsilon=c.norm_eps, name="q_norm")(q)
+            k = nn.RMSNorm(epsilon=c.norm_eps, name="k_norm")(k)
+        if c.rope_theta:
+            q, k = rotary(q, jnp.arange(t)[t - tq:], c.rope_theta), rotary(k, jnp.arange(t), c.rope_theta)
+        if G != H:  # query head j reads key/value head j // (H / G)
+            k, v = jnp.repeat(k, H // G, axis=2), jnp.repeat(v, H // G, axis=2)
         scores = jnp.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(e)
         if c.causal:
             qpos = jnp.arange(t)[-tq:, None]
@@ -137,12 +234,17 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, h):  # (b, t, d)
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
-        W_in = self.param("W_in", init.matrix(c.d_model), (c.d_model, c.mlp_dim))
-        W_out = self.param("W_out", init.matrix(c.mlp_dim), (c.mlp_dim, c.d_model))
+        d, m = c.d_model, c.mlp_dim
+        w = block_weights(self, c.ties, "mlp", [("W_in", init.matrix(d), (d, m)), ("W_out", init.matrix(m), (m, d))]
+                          + ([("W_gate", init.matrix(d), (d, m))] if c.mlp_act == "swiglu" else []))
+        W_in, W_out = w["W_in"], w["W_out"]
         pre = h @ W_in
         if c.mlp_bias:
             pre = pre + self.param("b_in", init.bias(c.d_model), (c.mlp_dim,))
-        post = jax.nn.relu(pre)  # (b, t, d_mlp)
+        if c.mlp_act == "swiglu":
+            post = jax.nn.silu(h @ w["W_gate"]) * pre
+        else:
+            post = jax.nn.relu(pre)  # (b, t, d_mlp)
         out = post @ W_out
         if c.mlp_bias:
             out = out + self.param("b_out", init.bias(c.mlp_dim), (c.d_model,))
@@ -164,7 +266,7 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, h, train: bool, rate, fold: EmbedTables | None = None):
         c = self.cfg
-        norm = (lambda name: nn.LayerNorm(epsilon=1e-5, name=name)) if c.layer_norm else (lambda name: lambda x: x)
+        norm = lambda name: make_norm(c, name)  # noqa: E731
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
         if fold is not None and c.layer_norm:  # LN of every (token, position) pair, gathered by the attention
             fold = PairTable(fold.tokens, norm("ln1")(fold.W_E[:, None] + fold.W_pos[None]))  # table (V, t, d)
@@ -208,7 +310,10 @@ class Transformer(nn.Module):
         return the logits as the tuple of per-bucket (b, n, width) arrays the loss reads (no padding to d_out, no
         gradient through it)."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
-        W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
+        if c.embed == "arc":
+            W_E = arc_embedding(self.param("W_E_arc", arc_init(self.d_vocab), (3,)), self.d_vocab, c.d_model)
+        else:
+            W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
         h = W_E[x]  # (b, t, d)
         acts = {"hook_embed": h}
         pos = jnp.zeros((x.shape[1], c.d_model), W_E.dtype)
@@ -222,8 +327,7 @@ class Transformer(nn.Module):
             fold = EmbedTables(x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
             h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
-        if c.layer_norm:
-            h = nn.LayerNorm(epsilon=1e-5, name="ln_final")(h)
+        h = make_norm(c, "ln_final")(h)
         if c.tie_head:
             logits = h @ W_E.T  # (b, t, d_vocab)
         elif c.readout == "all":
@@ -240,6 +344,20 @@ class Transformer(nn.Module):
             return (parts if bucketed else logits), acts
         acts["logits"] = logits
         return logits, acts
+
+
+def small_decoder_options(cfg: ModelConfig) -> list[str]:
+    """The small-decoder options a config turns on (ModelConfig's head_dim ... ties): the hook points (hooks.py) and
+    the TransformerLens export read the paper's and the book's models and refuse these by name."""
+    base = ModelConfig()
+    return [k for k in ("head_dim", "n_kv_heads", "rope_theta", "norm", "qk_norm", "mlp_act", "embed", "ties")
+            if getattr(cfg, k) != getattr(base, k)]
+
+
+def refuse_small_decoder(cfg: ModelConfig, what: str) -> None:
+    if opts := small_decoder_options(cfg):
+        raise ConfigError(f"{what} reads the paper's and the book's models; this one sets "
+                          f"{', '.join(f'model.{k}' for k in opts)} (train and export-adder take them)")
 
 
 def build_model(cfg: ModelConfig, task) -> Transformer:
@@ -262,4 +380,6 @@ def param_names(params) -> list[str]:
 
 
 def count_params(params) -> int:
+    """The unique parameter count, the one every printed count, summary.json and export-adder report: a tied weight
+    (model.ties) or the tied head is no parameter, so it is not in the tree; its master and a transform's scalar are."""
     return sum(int(v.size) for v in jax.tree.leaves(params))

@@ -88,31 +88,48 @@ ADDITION_ODDS = ("7 of 8 seeds grokked within the 150 epochs as solo runs (resul
                  "vmapped sweep (results/book/findings.json)")
 
 
-# `make paper-cpu`: the paper's recipe (Table 2: dropout 0.1, wd 1/3, grokfast EMA, 4 heads) at p = 71, d 64,
-# lr 1e-3, lambda 2, 70 % train, 5k steps (~150 s a run on 2 cores with the paper study's recording). Measured (seed 0):
-# q = 2, 3, 5, 7 grok in that order at steps 161, 385, 462, 1,112, q = 23 at 4,265; at step 5,000 q = 29, 31, 47,
-# 61, 67 are at 0.90-0.99 and still rising. The size matters more than the steps: at p = 37 (684 training
-# samples) only q = 2, 3 grok and 30k steps change nothing; at p = 61 and 79 q = 7 stays at chance (neither
-# is 1 or -1 mod 7: (x0 + p*x1) mod 7 is then no longer a sum or difference), at p = 113 d 64 it takes ~2.5x
-# longer a step; 50 % train groks fewer tasks than 70 % at p = 79.
-PAPER_CPU = set_fields(
+# The search's starting point (results/miiii-cpu/, python -m experiments.miiii_cpu; preset miiii-p71-cpu): the
+# paper's recipe (Table 2: dropout 0.1, wd 1/3, grokfast EMA, 4 heads) at p = 71, d 64, lr 1e-3, lambda 2, 70 %
+# train, 5k steps: what `make paper-cpu` trained until the search found a scale where every task groks. Measured
+# (seed 0): q = 2, 3, 5, 7 grok in that order at steps 161, 385, 462, 1,112, q = 23 at 4,265; at step 5,000 q = 29,
+# 31, 47, 61, 67 are at 0.90-0.99 and still rising. The size matters more than the steps: at p = 37 (684 training
+# samples) only q = 2, 3 grok and 30k steps change nothing; at p = 61 and 79 q = 7 stays at chance (neither is 1 or
+# -1 mod 7: (x0 + p*x1) mod 7 is then no longer a sum or difference); 50 % train groks fewer tasks than 70 % at p = 79.
+SEARCH_START = set_fields(
     _MIIII, task=dict(p=71, train_frac=0.7, valid_size=500), model=dict(d_model=64),
     optim=dict(lr=1e-3, lamb=2.0), train=dict(steps=5000, chunk=500),
 )
+
+# `make train-miiii-cpu` and `make paper-cpu`: the setting the search in results/miiii-cpu/ found to grok every
+# miiii task on a CPU: the search's start at d 96 and p = 53 (15 tasks), 25k steps. At p = 71, d 64 the run stalls
+# (the mid-sized primes 13, 17, 19 stay below chance: x1's embedding needs the frequencies k * (p mod q) beside
+# x0's k, about 4 dimensions a task, more than d 64 holds for 19 tasks); at p = 71, d 96 most tasks grok and the
+# last few plateau below 0.99; at p = 53, d 96 every task groks in most seeds. The odds and minutes per seed:
+# results/miiii-cpu/results.md (setting H; G is this recipe at p = 71).
+PAPER_CPU = MIIII_CPU = set_fields(SEARCH_START, task=dict(p=53), model=dict(d_model=96),
+                                   train=dict(steps=25_000, chunk=500, eval_every=50))
 # nanda at the same p, d and split: Nanda's recipe with grokfast and lr 3e-3 (as nanda-tiny), 3k steps.
 PAPER_CPU_NANDA = set_fields(
-    _NANDA, task=dict(p=71, train_frac=0.7, valid_size=500), model=dict(d_model=64, d_mlp=256),
+    _NANDA, task=dict(p=53, train_frac=0.7, valid_size=500), model=dict(d_model=96, d_mlp=384),
     optim=dict(lr=3e-3, grokfast="ema", lamb=2.0), train=dict(steps=3000, chunk=500),
 )
 
-# `make train-miiii-cpu`: the setting the search in results/miiii-cpu/ (python -m experiments.miiii_cpu) found to
-# grok every miiii task on a CPU: miiii-paper-cpu at d 96 and p = 53 (15 tasks), 25k steps. At p = 71, d 64 the run
-# stalls (the mid-sized primes 13, 17, 19 stay below chance: x1's embedding needs the frequencies k * (p mod q)
-# beside x0's k, about 4 dimensions a task, more than d 64 holds for 19 tasks); at p = 71, d 96 most tasks grok and
-# the last few plateau below 0.99; at p = 53, d 96 every task groks in most seeds. The odds and minutes per seed:
-# results/miiii-cpu/results.md (setting H; G is this recipe at p = 71).
-MIIII_CPU = set_fields(PAPER_CPU, task=dict(p=53), model=dict(d_model=96),
-                       train=dict(steps=25_000, chunk=500, eval_every=50))
+# AdderBoard's small decoders (results/adderboard/): one Qwen3-style layer in the board's own format (task board:
+# digits only, ones first). adder-146 is Taghadouini's 146-parameter entry (staghado/minimal-ten-digit-addition-
+# transformer: d 3, 2 query heads sharing 1 key/value head of size 4, RoPE base 3, RMSNorm eps 1e-6 with QK-norm,
+# SwiGLU width 3, bias-free, head tied to the embedding) trained his way: AdamW (lr 5e-3, weight decay 0.01, betas
+# 0.9 / 0.999, no warm-up), global-norm clip 1, batches of 128, 45k steps, the mean loss over the 11 answer digits.
+# His batches are drawn fresh each step (5.76M pairs); here 1M distinct pairs, about 6 epochs.
+_ADDER_MODEL = ModelConfig(d_model=3, n_heads=2, n_kv_heads=1, head_dim=4, d_mlp=3, n_layers=1, layer_norm=True,
+                           norm="rms", norm_eps=1e-6, qk_norm=True, mlp_act="swiglu", rope_theta=3.0,
+                           pos_embed=False, tie_head=True, causal=True, readout="all", init="nanda")
+ADDER_146 = RunConfig(
+    task=TaskConfig(name="board", n_digits=10, n_train=1_000_000, n_valid=2_000),
+    model=_ADDER_MODEL,
+    optim=OptimConfig(lr=5e-3, weight_decay=0.01, b1=0.9, b2=0.999, warmup_steps=0, clip_norm=1.0),
+    train=TrainConfig(steps=45_000, batch_size=128, eval_every=1000, chunk=1000),
+    ckpt=LOG_CKPT,
+)
 
 # The original code's choices where its text and code differ (docs/definitions.md, section 5): jax's truncated
 # he_normal with its fan-ins, the grokfast EMA starting at zeros, the high digit first. The loss stays the
@@ -232,6 +249,8 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
                    model=dict(n_ctx=0), train=dict(steps=12_000, batch_size=128, eval_every=500, chunk=500)),
         "AdderBoard: 10-digit addition, the book's model (18,400 params), digit-block curriculum, 12k steps",
     ),
+    "adder-146": (ADDER_146, "AdderBoard: 10-digit addition in the board's format, a 146-parameter Qwen3-style "
+                             "decoder (d 3, RoPE 3, RMSNorm + QK-norm, SwiGLU 3, tied head), AdamW, 45k steps"),
     "miiii-cpu": (MIIII_CPU, "make train-miiii-cpu: x0 + 53*x1 mod each of the 15 primes < 53, the paper's recipe at "
                              "d 96, 70 % train, 25k steps: every task groks on a CPU (its odds: "
                              "results/miiii-cpu/results.md)"),
@@ -242,10 +261,13 @@ _TABLE: dict[str, tuple[RunConfig, str]] = {  # name: (config without its defaul
                    train=dict(steps=3000, chunk=250)),
         "make train's default: (x0 + x1) mod 59, d 128, grokfast, 3k steps: memorises, then groks",
     ),
-    # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, chosen so the
-    # qualitative results still show in minutes on 2 cores (see PAPER_CPU above).
-    "nanda-paper-cpu": (PAPER_CPU_NANDA, "make paper-cpu: (x0 + x1) mod 71, d 64, Nanda's recipe + grokfast, 3k steps"),
-    "miiii-paper-cpu": (PAPER_CPU, "make paper-cpu: x0 + 71*x1 mod each prime < 71, paper recipe, d 64, 70 % train"),
+    # `make paper-cpu` (python -m experiments.paper --smoke): the paper's pipeline at CPU scale, the smallest scale
+    # where every task groks in most seeds (see PAPER_CPU above).
+    "nanda-paper-cpu": (PAPER_CPU_NANDA, "make paper-cpu: (x0 + x1) mod 53, d 96, Nanda's recipe + grokfast, 3k steps"),
+    "miiii-paper-cpu": (PAPER_CPU, "make paper-cpu: x0 + 53*x1 mod each prime < 53, paper recipe, d 96, 70 % train, "
+                                   "25k steps (miiii-cpu's recipe)"),
+    "miiii-p71-cpu": (SEARCH_START, "the miiii-cpu search's starting point: x0 + 71*x1 mod each prime < 71, paper "
+                                    "recipe, d 64, 70 % train, 5k steps (results/miiii-cpu/)"),
     "miiii-masked-paper-cpu": (set_fields(PAPER_CPU, task=dict(variant="masked")),
                                "make paper-cpu: miiii-paper-cpu with q in {2,3,5,7} out of the loss"),
     "miiii-basis-paper-cpu": (set_fields(PAPER_CPU, task=dict(variant="basis")),

@@ -29,10 +29,13 @@ from miiii.tokens import (
     BOOK_VOCAB,
     addition_cases,
     addition_probe,
+    board_cases,
+    board_probe,
     digit_positions,
     digits,
     draw_distinct,
     encode_addition,
+    encode_board,
     encode_reversal,
     grid_inputs,
     primes_below,
@@ -206,6 +209,8 @@ class TaskSpec:
     # n -> for each answer digit j (0 = the first written), the input positions it is a function of (addition: column
     # j of a and of b, ones first; reversal: position n-1-j), the positions an attention that computes it reads
     reads: Callable[[int], list[list[int]]] | None = None
+    vocab: int = BOOK_VOCAB  # tokens (the book's digits and + = <EOS> <PAD>; AdderBoard's format: the digits alone)
+    answer_loss: bool = False  # the loss is the mean over the answer positions alone (else over every target)
 
     def __post_init__(self):
         """An entry is whole for its family: a missing rule fails here, at import, not deep inside a run."""
@@ -330,17 +335,19 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)
     groups[0, answer_start:] = True  # exact match over the answer digits and <EOS>
+    # mean CE over every target position (book), or over the answer span alone (AdderBoard's trainers)
+    weight = groups[0] / groups[0].sum() if spec.answer_loss else np.full(s, 1.0 / s)
     return Task(
         name=cfg.name,
         train=Split(train_seq[:, :-1], train_seq[:, 1:]),
         valid=Split(valid_seq[:, :-1], valid_seq[:, 1:]),
         test=None,
-        d_vocab=BOOK_VOCAB,
-        n_classes=np.full(s, BOOK_VOCAB, np.int32),
-        loss_weight=np.full(s, 1.0 / s, np.float32),  # mean CE over all target positions (book)
+        d_vocab=spec.vocab,
+        n_classes=np.full(s, spec.vocab, np.int32),
+        loss_weight=weight.astype(np.float32),
         groups=groups,
-        group_loss=np.full((1, s), 1.0 / s, np.float32),
-        task_names=spec.metric_names(cfg, np.full(s, BOOK_VOCAB, np.int32)),
+        group_loss=weight[None].astype(np.float32),
+        task_names=spec.metric_names(cfg, np.full(s, spec.vocab, np.int32)),
         answer_start=answer_start,
     )
 
@@ -419,6 +426,14 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              answer_at=lambda n: 2 * n + 1, unpredictable=lambda n: 2 * n - 1, commutative=True,
              probe=addition_probe, probe_form="123+456", edge_cases=addition_cases,
              reads=lambda n: [[n - 1 - j, 2 * n - j] for j in range(n)]),
+    # AdderBoard's format (the 62- to 200-parameter Qwen3-style entries): `0 a 0 0 b 0`, every number ones-first,
+    # then the n + 1 sum digits; the loss reads the answer digits alone. n = 10: 24 prompt tokens, 11 answers.
+    TaskSpec("board", SEQUENCE, "a + b in AdderBoard's format: digits only, 0 as separator, ones first",
+             metric_names=lambda cfg, _: (cfg.name,), exports_adder=True, max_digits=30, operands=2,
+             encode=lambda r, n: encode_board(r[:, 0], r[:, 1], n), length=lambda n: 3 * n + 4,
+             answer_at=lambda n: 2 * n + 3, unpredictable=lambda n: 0, commutative=True,
+             probe=board_probe, probe_form="123+456", edge_cases=board_cases,
+             reads=lambda n: [[1 + j, n + 3 + j] for j in range(n)], vocab=10, answer_loss=True),
     TaskSpec("reversal", SEQUENCE, "the digits reversed (the book)",
              metric_names=lambda cfg, _: (cfg.name,), max_digits=30, operands=1,
              encode=lambda r, n: encode_reversal(digits(r[:, 0], n)), length=lambda n: 2 * n + 1,

@@ -60,6 +60,46 @@ def encode_addition(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     )
 
 
+def encode_board(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """AdderBoard's format (digits are the only tokens, 0 doubles as the separator, every number ones-first):
+    `0 a 0 0 b 0` then the sum's n+1 digits: (N, 3n + 5) tokens (n = 10: 24 prompt tokens and 11 answer digits)."""
+    a, b = np.asarray(a), np.asarray(b)
+    total = a.astype(object) + b.astype(object) if n > 17 else a.astype(np.int64) + b.astype(np.int64)
+    zero = np.zeros((len(a), 1), np.int32)
+    return np.concatenate([zero, digits(a, n)[:, ::-1], zero, zero, digits(b, n)[:, ::-1], zero,
+                           digits(np.asarray(total), n + 1)[:, ::-1]], axis=1).astype(np.int32)
+
+
+# AdderBoard's verify.py: its 10 edge cases (n = 10) before its 10,000 random pairs (random.Random(2025))
+BOARD_EDGE_CASES = ((0, 0), (0, 1), (9_999_999_999, 0), (9_999_999_999, 1), (9_999_999_999, 9_999_999_999),
+                    (5_000_000_000, 5_000_000_000), (1_111_111_111, 8_888_888_889), (1_234_567_890, 9_876_543_210),
+                    (9_999_999_999, 9_999_999_999), (1, 9_999_999_999))
+
+
+def board_pairs(n_pairs: int, seed: int = 2025, n: int = 10) -> list[tuple[int, int]]:
+    """verify.py's pairs: its edge cases (for another n the book's roles: addition_edge_cases), then `n_pairs`
+    drawn as it draws them (Python's random)."""
+    import random
+
+    rng = random.Random(seed)
+    top = 10**n - 1
+    edges = BOARD_EDGE_CASES if n == 10 else addition_edge_cases(n)
+    return list(edges) + [(rng.randint(0, top), rng.randint(0, top)) for _ in range(n_pairs)]
+
+
+def board_probe(s: str) -> np.ndarray:
+    a, b = s.split("+")
+    if len(a) != len(b):
+        raise ValueError
+    return encode_board(np.array([int(a)]), np.array([int(b)]), len(a))[0]
+
+
+def board_cases(n: int) -> tuple[list[str], np.ndarray]:
+    cases = BOARD_EDGE_CASES if n == 10 else addition_edge_cases(n)
+    a, b = (np.array([c[i] for c in cases], dtype=object) for i in (0, 1))
+    return [f"{x} + {y}" for x, y in cases], encode_board(a, b, n)
+
+
 def encode_reversal(d: np.ndarray) -> np.ndarray:
     """digits, `=`, the same digits reversed, <EOS>: (N, 2n + 2) tokens."""
     col = lambda t: np.full((len(d), 1), t, np.int32)  # noqa: E731

@@ -208,6 +208,7 @@ def export_tl(run_dir: str | Path, out_dir: str | Path, step: int | None = None)
     anything, one inside a run directory (a resume would take it for the run's own files), a RUN_DIR that is not a
     finished run (with `step`: not a run) and a step that was not kept (ConfigError). A failed write (disk full) is a
     RunError and leaves nothing: the files and the folders it made are removed."""
+    from miiii.model import refuse_small_decoder
     from miiii.run import load_run
 
     out = Path(out_dir)
@@ -220,6 +221,7 @@ def export_tl(run_dir: str | Path, out_dir: str | Path, step: int | None = None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{shown(out, 200)} already exists and is not empty; choose a new OUT_DIR")
     run = load_run(run_dir)
+    refuse_small_decoder(run.config.model, "export-tl")
     if step is None and (not run.summary or not run.params):
         raise ConfigError(f"{run_dir} is not a finished run (no summary.json or params.npz); finish it first "
                           f"(`python -m miiii train --resume {run_dir}`), or export a kept step (--step)")

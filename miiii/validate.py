@@ -11,6 +11,7 @@ from dataclasses import fields
 
 from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig
 from miiii.errors import ConfigError, did_you_mean, shown
+from miiii.model import parse_ties
 from miiii.optimizers import OPTIMIZERS
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
@@ -50,7 +51,7 @@ def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
     are known)."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     if t.is_sequence:
-        vocab = out = 14  # tasks.BOOK_VOCAB
+        vocab = out = task_spec(t.name).vocab
         n_ctx, tasks, samples = m.n_ctx or t.seq_len, 1, t.n_train + t.n_valid
         n_train, slots = t.n_train, t.seq_len
     else:
@@ -132,8 +133,27 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
                 "exist "
                 f"for n_digits = {t.n_digits}; lower task.n_train / task.n_valid"
             )
-    if m.d_model < 1 or m.n_heads < 1 or m.d_model % m.n_heads:
-        raise ConfigError(f"model.d_model = {m.d_model} must be a positive multiple of model.n_heads = {m.n_heads}")
+    if m.d_model < 1 or m.n_heads < 1 or (m.d_model % m.n_heads and not m.head_dim):
+        raise ConfigError(f"model.d_model = {m.d_model} must be a positive multiple of model.n_heads = {m.n_heads} "
+                          "(or set model.head_dim)")
+    if m.head_dim < 0 or m.n_kv_heads < 0 or m.n_heads % m.kv_heads:
+        raise ConfigError(f"model.n_heads = {m.n_heads} must be a multiple of model.n_kv_heads = {m.n_kv_heads} "
+                          f"(0 = n_heads), and model.head_dim = {m.head_dim} >= 0")
+    if m.rope_theta < 0 or math.isnan(m.rope_theta) or (m.rope_theta and m.d_head % 2):
+        raise ConfigError(f"model.rope_theta = {m.rope_theta} must be >= 0 (0 = off), and rotary positions need an "
+                          f"even head size (model.head_dim; now {m.d_head})")
+    for key, value, allowed in (("norm", m.norm, ("layer", "rms")), ("mlp_act", m.mlp_act, ("relu", "swiglu")),
+                                ("embed", m.embed, ("table", "arc"))):
+        if value not in allowed:
+            raise ConfigError(f"model.{key} = '{shown(value)}': choose one of {', '.join(allowed)}")
+    if m.embed == "arc" and m.d_model < 2:
+        raise ConfigError("model.embed = arc draws each token on a circle: it needs model.d_model >= 2")
+    try:
+        parse_ties(m.ties)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if not m.norm_eps > 0:
+        raise ConfigError(f"model.norm_eps = {m.norm_eps} must be positive")
     if m.n_layers < 1 or m.d_mlp < 0:
         raise ConfigError("model.n_layers must be >= 1 and model.d_mlp >= 0")
     if not (0 <= m.dropout < 1) or math.isnan(m.dropout):

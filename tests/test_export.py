@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ def _untrained_run(path, overrides):
     task = make_task(validate(cfg).task)
     trainer = make_trainer(cfg, task)
     params = trainer.init(1).params
+    params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a, params)  # a tie's scale and angle away from 1, 0
     path.mkdir(parents=True)
     (path / "config.json").write_text(cfg.to_json())
     np.savez(path / "params.npz", **flatten_params(params))
@@ -38,6 +40,18 @@ def _untrained_run(path, overrides):
     [],  # the book's model
     ["n_digits=4", "model.n_ctx=0", "model.n_layers=1", "model.n_heads=2", "model.layer_norm=false",
      "model.tie_head=false", "model.mlp_bias=false", "model.pos_embed=false"],
+    # the small-decoder options on the book's format: grouped key/value heads, RoPE, SwiGLU
+    ["model.n_heads=4", "model.n_kv_heads=2", "model.rope_theta=100", "model.mlp_act=swiglu", "model.pos_embed=false"],
+    # AdderBoard's format and a Qwen3-style decoder: head size 4 > d 3, RMSNorm, QK-norm, the arc embedding
+    ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=2", "model.n_kv_heads=1",
+     "model.head_dim=4", "model.d_mlp=3", "model.norm=rms", "model.norm_eps=1e-6", "model.qk_norm=true",
+     "model.mlp_act=swiglu", "model.rope_theta=3", "model.pos_embed=false", "model.embed=arc",
+     "model.mlp_bias=false"],
+    # tied weights (the 62-parameter entry's K = V and O = Q^T), and the scaled and rotated transforms
+    ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=1", "model.head_dim=4",
+     "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
+     "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
+     "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in),mlp.W_out=T(mlp.W_in)"],
 ])
 def test_numpy_forward_equals_jax(tmp_path, overrides):
     """The exported forward pass reproduces the Flax model's logits at every position."""
@@ -109,5 +123,6 @@ def test_adderboard_scores_the_exported_file(trained_adder, capsys):
     path, _ = trained_adder
     assert adderboard.main([str(path), "--pairs", "20"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert r["params"] == 17_760 and r["n_digits"] == 3 and r["pairs"] == 20 and r["edge_cases"] == 8
-    assert r["accuracy"] >= 0.9 and r["edge_cases_correct"] >= 7
+    assert r["params"] == 17_760 and r["n_digits"] == 3 and r["pairs"] == 20 and r["edge_cases"] == 6
+    assert r["cases"] == 26 and r["passed"] == round(r["accuracy"] * 26) and r["accuracy"] >= 0.9
+    assert len(r["failed_edge_cases"]) <= 1 and r["seed"] == 2025

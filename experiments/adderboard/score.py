@@ -1,11 +1,13 @@
-"""Score an exported adder the AdderBoard way: 10,000 random pairs in [0, 10**n - 1] plus edge cases.
+"""Score an exported adder as AdderBoard's verify.py does: its 10 edge cases, then 10,000 random pairs drawn by
+Python's random.Random(2025), every one exact or wrong.
 
     python -m miiii export-adder RUN_DIR adder10.py
-    python -m experiments.adderboard adder10.py [--pairs 10000] [--seed 0] [--smoke]
+    python -m experiments.adderboard adder10.py [--pairs 10000] [--seed 2025] [--smoke]
 
-Runtime: ~1-3 minutes for 10,000 10-digit pairs on one CPU core (numpy, one token at a time);
---smoke scores 200 pairs. Expected: prints the accuracy and the parameter count; AdderBoard asks for
->= 99 % (the issue's bar for `addition-10`).
+Runtime: ~1-3 minutes for the 10,010 cases on one CPU core (numpy, one token at a time); --smoke scores the edge
+cases and 200 pairs. Expected: prints the accuracy over all cases (the board's number: >= 99 % qualifies) and the
+unique parameter count. The board's own script on the same file: `python verify.py adder10.py` in a clone of
+anadim/AdderBoard (experiments/adderboard/README.md).
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from miiii.errors import module_prog
+from miiii.tokens import board_pairs
 
 
 def load(path: Path):
@@ -31,34 +32,34 @@ def load(path: Path):
     return mod
 
 
-def edge_pairs(n: int) -> list[tuple[int, int]]:
-    top = 10**n - 1
-    return [(0, 0), (top, 1), (1, top), (top, top), (top, 0), (5 * 10 ** (n - 1), 5 * 10 ** (n - 1)),
-            (top // 9, 2 * (top // 9)), (10 ** (n - 1), 10 ** (n - 1) - 1)]
-
-
-def score(mod, n_pairs: int, seed: int) -> dict:
+def score(mod, n_pairs: int, seed: int = 2025) -> dict:
+    """verify.py's cases (its edge cases when n = 10) through the module's own `add`; an exception is a miss."""
     model, meta = mod.build_model()
     n = model["n_digits"]
-    rng = np.random.default_rng(seed)
-    # Digit by digit so every n (also beyond int64) is uniform on [0, 10**n - 1].
-    draw = lambda: int("".join(map(str, rng.integers(0, 10, n))))  # noqa: E731
-    pairs = [(draw(), draw()) for _ in range(n_pairs)]
+    cases = board_pairs(n_pairs, seed, n)
     t0 = time.perf_counter()
-    right = sum(mod.add(model, a, b) == a + b for a, b in pairs)
-    edges = [(a, b, mod.add(model, a, b) == a + b) for a, b in edge_pairs(n)]
-    return dict(name=meta["name"], params=meta["params"], n_digits=n, pairs=n_pairs, seed=seed,
-                accuracy=right / n_pairs, edge_cases_correct=sum(e[2] for e in edges), edge_cases=len(edges),
-                failed_edge_cases=[f"{a}+{b}" for a, b, ok in edges if not ok],
-                seconds=round(time.perf_counter() - t0, 1))
+    wrong = []
+    for a, b in cases:
+        try:
+            ok = mod.add(model, a, b) == a + b
+        except Exception:  # noqa: BLE001 -- verify.py counts a raised error as a failure
+            ok = False
+        if not ok:
+            wrong.append(f"{a}+{b}")
+    n_edge = len(cases) - n_pairs
+    return dict(name=meta["name"], params=meta["params"], n_digits=n, pairs=n_pairs, seed=seed, cases=len(cases),
+                passed=len(cases) - len(wrong), accuracy=(len(cases) - len(wrong)) / len(cases),
+                qualified=(len(cases) - len(wrong)) / len(cases) >= 0.99,
+                edge_cases=n_edge, failed_edge_cases=[w for w in wrong if w in {f"{a}+{b}" for a, b in cases[:n_edge]}],
+                first_failures=wrong[:20], seconds=round(time.perf_counter() - t0, 1))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog=module_prog(), description=__doc__.splitlines()[0])
     ap.add_argument("module", type=Path, help="a file written by `python -m miiii export-adder`")
-    ap.add_argument("--pairs", type=int, default=10_000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--smoke", action="store_true", help="200 pairs")
+    ap.add_argument("--pairs", type=int, default=10_000, help="random pairs after the edge cases (verify.py: 10,000)")
+    ap.add_argument("--seed", type=int, default=2025, help="verify.py's --seed (the board scores with 2025)")
+    ap.add_argument("--smoke", action="store_true", help="the edge cases and 200 pairs")
     args = ap.parse_args(argv)
     r = score(load(args.module), 200 if args.smoke else args.pairs, args.seed)
     print(json.dumps(r, indent=2))

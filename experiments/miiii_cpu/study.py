@@ -7,7 +7,7 @@ validation accuracy >= 0.99 in at least 4 of 5 seeds, in at most 30 minutes a se
     python -m experiments.miiii_cpu --only D-p71-d64-tf09 --no-train --out results/miiii-cpu
     python -m experiments.miiii_cpu.study --bundle results/miiii-cpu [--check]   # results.md from the summary alone
 
-Each setting is one vmapped sweep (or one solo run) of `miiii-paper-cpu` with the changes it names, evaluated every
+Each setting is one vmapped sweep (or one solo run) of `miiii-p71-cpu` with the changes it names, evaluated every
 100 steps; a setting stopped early (Ctrl-C, resumable) is reported at the step it reached. The summary
 (`summaries/search.json`) holds, per setting and seed, the number of tasks grokked (validation accuracy reached
 0.99) at every evaluated step, the final accuracies, the steps trained and the wall time: the sum of the training
@@ -38,12 +38,12 @@ EVAL = ["train.eval_every=100", "train.chunk=500", "ckpt.keep_log=0"]
 class Setting:
     name: str
     why: str  # what the setting asks
-    sets: tuple[str, ...]  # --set changes to miiii-paper-cpu (p = 71, d 64, 70 % train, lr 1e-3, wd 1/3, λ 2)
+    sets: tuple[str, ...]  # --set changes to miiii-p71-cpu (p = 71, d 64, 70 % train, lr 1e-3, wd 1/3, λ 2)
     grid: tuple[str, ...] = ()  # --grid items (crossed)
     steps: int = 10_000
     seeds: int = 1
     solo: bool = False  # one `train` run instead of a sweep
-    preset: str = "miiii-paper-cpu"
+    preset: str = "miiii-p71-cpu"
     own_cadence: bool = False  # the preset's own evaluation, chunk and kept checkpoints (not EVAL's)
     also: tuple[str, ...] = ()  # other sweeps of the same config whose members are this setting's seeds too
     also_command: str = ""  # the command that trains them
@@ -205,7 +205,7 @@ def results_md(summary: dict) -> str:
              "edit.", "",
              f"The goal: every task at validation accuracy ≥ {GOAL['threshold']} in at least {GOAL['seeds']} of "
              f"{GOAL['of']} seeds, within {GOAL['minutes']} minutes a seed on 2 CPU cores. Every setting starts "
-             "from `miiii-paper-cpu` (p = 71, d 64, 70 % train, lr 1e-3, weight decay 1/3, grokfast λ 2, dropout "
+             "from `miiii-p71-cpu` (p = 71, d 64, 70 % train, lr 1e-3, weight decay 1/3, grokfast λ 2, dropout "
              "0.1) and changes what its row says. Wall times were read from the files' times while several settings "
              "shared the 2 cores: they bound a solo seed's time from above.", "",
              "| setting | what it asks | tasks | steps trained | members | wall (min) | min per member | seeds with "

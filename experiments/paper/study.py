@@ -7,7 +7,7 @@
 
 Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
 d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code): GPU work, hours on a CPU. Smoke
-(--smoke): p = 71, d 64, 70 % train, 3k (nanda) / 5k (miiii) steps, every role but the appendix's no-dropout run
+(--smoke): p = 53, d 96, 70 % train, 3k (nanda) / 25k (miiii) steps (miiii-cpu's recipe), every role but the appendix's no-dropout run
 unless --roles names it. Each results.md's provenance table records its training and report wall time, the
 machine and its load: the measured figure for that bundle.
 
@@ -87,11 +87,12 @@ def _divisor_at_most(n: int, k: int) -> int:
 
 
 def overrides(cfg, role: str, smoke: bool, steps: int | None) -> list[str]:
-    """About 100 rows of activations (smoke) or 80-260 (full: every 256 steps for miiii, so Table 3's step 256 is a
-    row), parameters 8x as often."""
+    """About 100 rows of activations (smoke: every 50 steps, or every 1 % of a longer run, so 25k steps of d 96
+    stay near 0.4 GiB a run) or 80-260 (full: every 256 steps for miiii, so Table 3's step 256 is a row),
+    parameters 8x as often."""
     extra = EXTRA.get(role, []) + ([f"steps={steps}"] if steps is not None else [])
-    chunk = cfg.train.chunk
-    every = _divisor_at_most(chunk, 50 if smoke else 512 if role == "nanda" else 256)
+    chunk, n = cfg.train.chunk, steps or cfg.train.steps
+    every = _divisor_at_most(chunk, max(50, n // 100) if smoke else 512 if role == "nanda" else 256)
     extra += _record(role)
     extra += [f"record.every={every}", f"record.params_every={_divisor_at_most(chunk, every // 8 or 1)}"]
     return extra
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
     """The study; bad input (a --set, --out, --steps, --seeds) is one `error:` line and exit status 2 before anything
     trains, a write error (disk full) one line and exit status 1."""
     ap = OneLineParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 71, d 64, 3k / 5k steps)")
+    ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 53, d 96, 3k / 25k steps: the preset miiii-cpu's recipe)")
     ap.add_argument("--out", type=Path, default=None,
                     help="the bundle (default runs/paper[-cpu][-original], a scratch folder; --out results/paper-cpu "
                          "etc. rewrites a committed one, as `make results` does, and never with fewer seeds than it "

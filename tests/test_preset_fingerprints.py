@@ -1,0 +1,54 @@
+"""Every preset's model is the one it was before the small-decoder options (RoPE, RMSNorm, QK-norm, SwiGLU, grouped
+key/value heads, head size, arc embedding) joined the family: its initial parameters and its logits on two inputs,
+bit for bit, against tests/data/preset_fingerprints.json (written by the code before them:
+`python tests/test_preset_fingerprints.py --write`). A preset whose recipe changed on purpose is left out by name."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+FILE = Path(__file__).parent / "data" / "preset_fingerprints.json"
+
+
+def fingerprint(cfg) -> dict:
+    """sha256 of the initial parameters (seed 0, leaves in order) and of the eval-mode logits on two inputs."""
+    from miiii.model import build_model
+    from miiii.tasks import make_task
+
+    task_cfg = replace(cfg.task, n_train=8, n_valid=8) if cfg.task.is_sequence else cfg.task
+    task = make_task(task_cfg)
+    model = build_model(cfg.model, task)
+    x = task.train.x[:2]
+    params = model.init({"params": jax.random.key(0)}, x)["params"]
+    logits = np.asarray(model.apply({"params": params}, x)[0])
+    digest = lambda arrays: hashlib.sha256(b"".join(np.asarray(a).tobytes() for a in arrays)).hexdigest()  # noqa: E731
+    return dict(params=digest(jax.tree.leaves(params)), logits=digest([logits]))
+
+
+def _recorded() -> dict:
+    return json.loads(FILE.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(_recorded()))
+def test_preset_model_is_unchanged(name):
+    from miiii.presets import PRESETS
+
+    assert name in PRESETS, f"preset {name} is gone: regenerate {FILE.name} on purpose if so"
+    assert fingerprint(PRESETS[name][0]) == _recorded()[name]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    from miiii.presets import PRESETS
+
+    skip = {"nanda-paper-cpu", "miiii-paper-cpu", "miiii-masked-paper-cpu", "miiii-basis-paper-cpu",
+            "miiii-original-paper-cpu", "nanda-original-paper-cpu"}  # moved to miiii-cpu's recipe on purpose
+    FILE.write_text(json.dumps({n: fingerprint(c) for n, (c, _) in sorted(PRESETS.items()) if n not in skip},
+                               indent=1) + "\n")

@@ -1,0 +1,143 @@
+"""The small-decoder options of the model family (AdderBoard's Qwen3-style adders), each against an independent
+computation: rotary positions as complex rotations (and their relative-position property), the unique parameter
+count against a hand count, the board format's tokens against the integers, the options' config errors."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from miiii.config import ConfigError, ModelConfig, apply_overrides
+from miiii.model import arc_embedding, build_model, count_params, rotary
+from miiii.presets import get_preset
+from miiii.tasks import TaskConfig, make_task
+from miiii.tokens import BOARD_EDGE_CASES, board_pairs, encode_board
+from miiii.validate import validate
+
+
+def test_rotary_is_a_complex_rotation_of_the_halves():
+    """Plane i of a head is (x[i], x[i + e/2]) as one complex number, turned by pos * theta^(-2i/e)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 3, 6)).astype(np.float32)  # (b, t, heads, e)
+    pos, theta = np.arange(5), 3.0
+    z = x[..., :3] + 1j * x[..., 3:]
+    turn = np.exp(1j * pos[:, None] * theta ** (-np.arange(3) * 2 / 6))[None, :, None]
+    want = np.concatenate([(z * turn).real, (z * turn).imag], axis=-1)
+    np.testing.assert_allclose(np.asarray(rotary(x, pos, theta)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_rotary_scores_depend_on_the_offset_alone():
+    """<R(m) q, R(n) k> is a function of m - n: the same query and key shifted together score the same."""
+    rng = np.random.default_rng(1)
+    q, k = (rng.normal(size=(1, 1, 1, 4)).astype(np.float32) for _ in range(2))
+    score = lambda m, n: float((rotary(q, np.array([m]), 3.0) * rotary(k, np.array([n]), 3.0)).sum())  # noqa: E731
+    for m, n in ((5, 2), (9, 4), (30, 1)):
+        assert score(m, n) == pytest.approx(score(m + 7, n + 7), abs=1e-4)
+    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)
+
+
+def test_arc_embedding_is_a_circle_of_three_parameters():
+    W = np.asarray(arc_embedding(np.array([2.0, 0.5, 0.3]), 10, 3))
+    angle = 0.5 + 0.3 * np.arange(10)
+    np.testing.assert_allclose(W, np.stack([2 * np.cos(angle), 2 * np.sin(angle), np.zeros(10)], 1), rtol=1e-6)
+
+
+def _count(cfg):
+    task = make_task(apply_overrides(cfg, ["n_train=8", "n_valid=8"]).task)
+    model = build_model(cfg.model, task)
+    return count_params(model.init({"params": jax.random.key(0)}, task.train.x[:1])["params"])
+
+
+def test_adder_146_has_the_hand_counted_parameters():
+    """Embedding 10 x 3; Q 3 x 8, K and V 3 x 4 (one key/value head), O 8 x 3; QK-norm 4 + 4; three RMSNorms of 3;
+    SwiGLU gate, up and down 3 x 3: 30 + 24 + 12 + 12 + 24 + 8 + 9 + 27 = 146. The arc embedding: 3 for 30."""
+    cfg = get_preset("adder-146")
+    assert _count(cfg) == 146
+    assert _count(apply_overrides(cfg, ["model.embed=arc"])) == 146 - 30 + 3
+
+
+ADDER_62 = ["model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)"]
+
+
+def test_tied_62_parameter_adder_has_the_hand_count():
+    """AdderBoard's 62-parameter entry: arc 3, Q and K 3 x 4 each (V = K, O = Q^T are no parameters), QK-norm 4 + 4,
+    three RMSNorms of 3, SwiGLU 3 x 2 three times: 3 + 24 + 8 + 9 + 18 = 62; a scaled tie adds its one scalar."""
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62)
+    assert _count(cfg) == 62
+    assert _count(apply_overrides(cfg, ["model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q)"])) == 63
+
+
+def test_a_tied_model_is_the_untied_model_with_the_followers_set():
+    """Tied logits = the untied model's with W_V := scale * W_K, W_O := W_Q^T, W_gate := W_in turned by the angle."""
+    ties = "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in)"
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [ties, "n_train=8", "n_valid=8"])
+    task = make_task(cfg.task)
+    x = task.train.x[:3]
+    tied = build_model(cfg.model, task)
+    p = tied.init({"params": jax.random.key(0)}, x)["params"]
+    a, m = p["blocks_0"]["attn"], p["blocks_0"]["mlp"]
+    a["W_V_scale"], m["W_gate_angle"] = np.float32(-1.3), np.float32(0.4)
+    W_in, c, s_ = np.asarray(m["W_in"]), np.cos(0.4), np.sin(0.4)
+    untied_p = {**p, "blocks_0": {**p["blocks_0"],
+                                  "attn": {k: v for k, v in a.items() if k != "W_V_scale"}
+                                  | {"W_V": -1.3 * np.asarray(a["W_K"]),
+                                     "W_O": np.swapaxes(np.asarray(a["W_Q"]), 1, 2)},
+                                  "mlp": {k: v for k, v in m.items() if k != "W_gate_angle"}
+                                  | {"W_gate": np.stack([W_in[:, 0] * c - W_in[:, 1] * s_,
+                                                         W_in[:, 1] * c + W_in[:, 0] * s_], 1)}}}
+    untied = build_model(apply_overrides(cfg, ["model.ties="]).model, task)
+    np.testing.assert_allclose(np.asarray(tied.apply({"params": p}, x)[0]),
+                               np.asarray(untied.apply({"params": untied_p}, x)[0]), rtol=1e-5, atol=1e-5)
+
+
+def test_board_tokens_are_the_numbers_ones_first():
+    a, b = np.array([1_234_567_890, 9_999_999_999]), np.array([9_876_543_210, 1])
+    seq = encode_board(a, b, 10)
+    assert seq.shape == (2, 35)
+    for row, x, y in zip(seq, a, b, strict=True):
+        assert row[0] == row[11] == row[12] == row[23] == 0
+        read = lambda ds: int("".join(map(str, ds[::-1])))  # noqa: E731
+        assert (read(row[1:11]), read(row[13:23]), read(row[24:])) == (x, y, x + y)
+    task = make_task(TaskConfig(name="board", n_digits=3, n_train=50, n_valid=10))
+    assert task.answer_start == 3 * 2 + 3 and task.d_vocab == 10
+    assert task.loss_weight[: task.answer_start].sum() == 0 and task.loss_weight.sum() == pytest.approx(1)
+
+
+def test_board_pairs_are_the_verifiers():
+    """verify.py: the 10 edge cases, then random.Random(2025).randint(0, 9,999,999,999) twice a pair."""
+    import random
+
+    rng = random.Random(2025)
+    pairs = board_pairs(3)
+    assert pairs[:10] == list(BOARD_EDGE_CASES)
+    assert pairs[10:] == [(rng.randint(0, 9_999_999_999), rng.randint(0, 9_999_999_999)) for _ in range(3)]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model.n_heads=3", "model.n_kv_heads=2"], "n_kv_heads"),
+    (["model.head_dim=3", "model.rope_theta=3"], "even head size"),
+    (["model.norm=batch"], "model.norm"),
+    (["model.mlp_act=gelu"], "model.mlp_act"),
+    (["model.embed=arc", "model.d_model=1", "model.n_heads=1"], "d_model >= 2"),
+    (["model.ties=attn.W_V=mlp.W_in"], "both weights of one module"),
+    (["model.ties=attn.W_V=attn.W_K,attn.W_K=attn.W_Q"], "itself a follower"),
+    (["model.ties=attn.W_V=attn.W_V"], "model.ties"),
+])
+def test_small_decoder_options_refuse_bad_values(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(apply_overrides(get_preset("adder-146"), overrides))
+
+
+def test_new_options_default_off():
+    m = ModelConfig()
+    assert (m.head_dim, m.n_kv_heads, m.rope_theta, m.norm, m.qk_norm, m.mlp_act, m.embed) == (
+        0, 0, 0.0, "layer", False, "relu", "table")
+
+
+def test_hook_points_refuse_the_small_decoder_options():
+    from miiii.hooks import HookedModel
+
+    cfg = apply_overrides(get_preset("adder-146"), ["n_train=8", "n_valid=8"])
+    with pytest.raises(ConfigError, match="model.head_dim.*model.rope_theta"):
+        HookedModel.of(cfg, make_task(cfg.task))
