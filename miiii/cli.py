@@ -86,6 +86,8 @@ def resolve_config(args, base=None):
         extra.append(f"train.steps={args.steps}")
     if args.seed is not None:
         extra.append(f"train.seed={args.seed}")
+    if getattr(args, "init_from", None) is not None:
+        extra.append(f"train.init_from={args.init_from}")
     return apply_overrides(cfg, extra)
 
 
@@ -112,7 +114,8 @@ def cmd_train(args) -> int:
     if args.resume is not None:
         if args.run_dir is not None:
             raise ConfigError("--resume continues RUN_DIR in place: leave out --run-dir")
-        changed = args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
+        changed = (args.preset is not None or args.overrides or args.steps is not None or args.seed is not None
+                   or args.init_from is not None)
         # --set/--steps/--seed change the run's own config (or --preset's): any real change is refused
         cfg = resolve_config(args, base=read_config(args.resume)) if changed else None
         summary = resume_run(args.resume, cfg, progress=not args.no_progress, tensorboard=args.tensorboard,

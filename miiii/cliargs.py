@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to write the run (default runs/PRESET-sSEED-TIME); must not hold anything yet")
     tr.add_argument("--steps", type=int, default=None, help="number of optimizer steps (overrides train.steps)")
     tr.add_argument("--seed", type=int, default=None, help="init/dropout/batch-order seed (overrides train.seed)")
+    tr.add_argument("--init-from", default=None, metavar="RUN_DIR[@STEP]",
+                    help="a phase of training: start from RUN_DIR's final parameters (or its kept step STEP) "
+                    "instead of a fresh init, with this run's optimizer, schedule and data; the model settings "
+                    "must match RUN_DIR's (train.init_from, recorded in config.json)")
     tr.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change any config field, e.g. --set model.d_model=64 --set lr=3e-4 (a unique field "
                     "name or section.field; repeatable; `python -m miiii presets --keys` lists them). Optimizer and "

@@ -98,6 +98,10 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = 40_000
+    # a phase of training: start from another run's final parameters ("RUN_DIR") or a kept step's ("RUN_DIR@STEP")
+    # with this config's optimizer, schedule and data (its optimizer state starts fresh); "" = a fresh init. The
+    # source's shapes must be this model's; --resume continues from this run's own checkpoints.
+    init_from: str = ""
     batch_size: int = 0  # 0 = full batch (paper); otherwise minibatches drawn per epoch without replacement
     eval_every: int = 1  # validation metrics every k steps (NaN in between)
     chunk: int = 500  # steps per jitted lax.scan call; the progress bar moves once a chunk

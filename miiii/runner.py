@@ -107,7 +107,7 @@ def _start(cfg: RunConfig, run_dir: Path, claim: RunClaim, stop: StopFlag, progr
                       profile=profile)
     try:
         stop.check()
-        state = init_state(trainer, cfg.train.seed)
+        state = init_state(trainer, cfg.train.seed, init_from_params(cfg, trainer))
         stop.check()
         session.checkpoint(state, finished=False)  # step 0: a run killed in its first chunk can resume
     except BaseException:
@@ -225,9 +225,40 @@ def final_params_match(run_dir: Path, state) -> bool:
     return True
 
 
-def init_state(trainer, seed: int):
+def init_state(trainer, seed: int, params=None):
     """`trainer.init` compiled as one program (run eagerly it compiles dozens of small ops: seconds on a CPU)."""
-    return jax.jit(trainer.init, static_argnums=0)(seed)
+    return jax.jit(trainer.init, static_argnums=0)(seed, params)
+
+
+def init_from_params(cfg: RunConfig, trainer) -> dict | None:
+    """train.init_from's parameters ("RUN_DIR" final, "RUN_DIR@STEP" a kept step, restored and verified), checked
+    leaf by leaf against this model's names and shapes; None when the run starts fresh. ConfigError otherwise."""
+    if not cfg.train.init_from:
+        return None
+    from miiii.run import load_run
+
+    src, _, at = cfg.train.init_from.rpartition("@") if "@" in cfg.train.init_from else (cfg.train.init_from, "", "")
+    if at and not at.isdigit():
+        raise ConfigError(f"train.init_from = '{cfg.train.init_from}': write RUN_DIR or RUN_DIR@STEP")
+    try:
+        run = load_run(src)
+    except (ConfigError, RunError, OSError) as e:
+        raise ConfigError(f"train.init_from: {e}") from None
+    if not at and not run.params:
+        raise ConfigError(f"train.init_from: {src} has not finished (no params.npz); name a kept step, "
+                          f"{src}@STEP (kept: {', '.join(map(str, run.kept_steps)) or 'none'})")
+    if at and int(at) not in run.kept_steps:
+        raise ConfigError(f"train.init_from: {src} kept no checkpoint at step {int(at)} (kept: "
+                          f"{', '.join(map(str, run.kept_steps)) or 'none'})")
+    params = run.params_at(int(at)) if at else run.params
+    shapes = lambda tree: {jax.tree_util.keystr(k): tuple(v.shape)  # noqa: E731
+                           for k, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    want, have = shapes(jax.eval_shape(trainer.init, cfg.train.seed).params), shapes(params)
+    wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
+    if wrong:
+        raise ConfigError(f"train.init_from: {src}'s parameters are not this model's (first differing: {wrong[0]}); "
+                          "the model settings must match the source run's")
+    return jax.tree.map(lambda a: jax.numpy.asarray(a, jax.numpy.float32), params)
 
 
 def build(cfg: RunConfig, task: Task):

@@ -364,9 +364,12 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics:
         rngs = {"dropout": key} if train else None
         return model.apply({"params": params}, x, train=train, rngs=rngs, dropout_rate=dropout_rate, bucketed=bucketed)
 
-    def init(seed: int) -> TrainState:
+    def init(seed: int, params=None) -> TrainState:
+        """A fresh state; `params` (train.init_from: another run's) replace the drawn ones, the optimizer starts on
+        them afresh, and the seed still sets dropout and the batch order."""
         key = jax.random.key(seed)
-        params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
+        if params is None:
+            params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
         return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
 
     def evaluate(params, x, y, spec):

@@ -1,0 +1,61 @@
+"""Training in phases (train.init_from, `train --init-from RUN[@STEP]`): the new run starts exactly at the source's
+parameters with a fresh optimizer, a kept step can be the start, and a source that is not this model is refused
+before anything is written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from miiii.cli import main
+from miiii.run import load_run
+from miiii.rundir import flatten_params
+
+TINY = ["--preset", "miiii-tiny", "--set", "chunk=20", "--set", "ckpt.every=20", "--set", "batch_size=64",
+        "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("phase") / "a"
+    assert main(["train", *TINY, "--steps", "40", "--run-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+def _same(a, b) -> bool:
+    a, b = flatten_params(a), flatten_params(b)
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_phase_two_starts_at_phase_ones_parameters(source, tmp_path):
+    run_dir = tmp_path / "b"
+    assert main(["train", *TINY, "--steps", "20", "--set", "lr=3e-4", "--init-from", str(source),
+                 "--run-dir", str(run_dir)]) == 0
+    b = load_run(run_dir)
+    assert b.config.train.init_from == str(source) and b.config.optim.lr == 3e-4
+    assert _same(b.params_at(0), load_run(source).params)
+    assert not _same(b.params, load_run(source).params)  # and trained from there
+    c = tmp_path / "c"  # a kept step of the source
+    assert main(["train", *TINY, "--steps", "20", "--init-from", f"{source}@22", "--run-dir", str(c)]) == 0
+    assert _same(load_run(c).params_at(0), load_run(source).params_at(22))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--set", "model.d_model=16"], "not this model's"),
+    (["--init-from-step"], None),
+])
+def test_a_source_of_another_model_is_refused_and_nothing_written(source, tmp_path, capsys, extra, message):
+    if message is None:  # a kept step that was not kept, and a missing directory
+        for bad, want in ((f"{source}@9", "kept no checkpoint at step 9"), (str(tmp_path / "nothing"), "not a run")):
+            assert main(["train", *TINY, "--steps", "20", "--init-from", bad, "--run-dir", str(tmp_path / "x")]) == 2
+            assert want in capsys.readouterr().err and not (tmp_path / "x").exists()
+        return
+    assert main(["train", *TINY, "--steps", "20", *extra, "--init-from", str(source),
+                 "--run-dir", str(tmp_path / "x")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_a_sweep_refuses_init_from(source, tmp_path, capsys):
+    assert main(["sweep", "--preset", "miiii-tiny", "--seeds", "2", "--steps", "20", "--set",
+                 f"train.init_from={source}", "--out", str(tmp_path / "s"), "--no-progress"]) == 2
+    assert "train.init_from" in capsys.readouterr().err
