@@ -139,6 +139,9 @@ class TaskConfig:
     train_seed: int = 42  # addition/reversal: data seed of the training set (book)
     valid_seed: int = 123  # addition/reversal: data seed of the held-out set (book)
     mixed_lengths: bool = False  # addition/reversal: training operands of 0..n_digits digits (held-out: n)
+    # addition/reversal: training operands below 10**train_digits, zero-padded to n_digits (held-out: n digits);
+    # 0 = n_digits. A length curriculum is phases (train --init-from) that raise it: AdderBoard's 3 -> 6 -> 10
+    train_digits: int = 0
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
     # grid tasks: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
     # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order
@@ -329,8 +332,8 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
     held_out = {tuple(int(v) for v in r) for r in valid_ops}
     if spec.commutative:  # a+b and b+a are different sequences but the same fact: keep both out
         held_out |= {k[::-1] for k in held_out}
-    train_ops = draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, n, cfg.n_train, held_out,
-                               mixed=cfg.mixed_lengths)
+    train_ops = draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, cfg.train_digits or n,
+                              cfg.n_train, held_out, mixed=cfg.mixed_lengths)
     train_seq, valid_seq = spec.encode(train_ops, n), spec.encode(valid_ops, n)
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)

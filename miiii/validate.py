@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig
 from miiii.errors import ConfigError, did_you_mean, shown
@@ -123,7 +123,10 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
     else:
         if t.n_digits < 1 or t.n_digits > spec.max_digits:
             raise ConfigError(f"task.n_digits = {t.n_digits} must be between 1 and {spec.max_digits}")
-        space = spec.n_samples(t)
+        if not 0 <= t.train_digits <= t.n_digits:
+            raise ConfigError(f"task.train_digits = {t.train_digits} must lie in 0 .. task.n_digits = {t.n_digits} "
+                              "(0 = n_digits)")
+        space = spec.n_samples(replace(t, n_digits=t.train_digits or t.n_digits))
         if t.n_train < 1 or t.n_valid < 1:
             raise ConfigError("task.n_train and task.n_valid must be at least 1")
         held_out = spec.held_out(t.n_valid)  # addition: a+b and b+a both stay out of training
@@ -131,7 +134,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
             raise ConfigError(
                 f"split impossible: {t.n_train} training + {held_out} held-out sequences exceed the {space} that "
                 "exist "
-                f"for n_digits = {t.n_digits}; lower task.n_train / task.n_valid"
+                f"for {t.train_digits or t.n_digits}-digit operands; lower task.n_train / task.n_valid"
             )
     if m.d_model < 1 or m.n_heads < 1 or (m.d_model % m.n_heads and not m.head_dim):
         raise ConfigError(f"model.d_model = {m.d_model} must be a positive multiple of model.n_heads = {m.n_heads} "

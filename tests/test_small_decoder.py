@@ -141,3 +141,13 @@ def test_hook_points_refuse_the_small_decoder_options():
     cfg = apply_overrides(get_preset("adder-146"), ["n_train=8", "n_valid=8"])
     with pytest.raises(ConfigError, match="model.head_dim.*model.rope_theta"):
         HookedModel.of(cfg, make_task(cfg.task))
+
+
+def test_train_digits_draws_short_operands_and_keeps_the_held_out_whole():
+    """task.train_digits (a length curriculum's phase): training operands below 10**k, zero-padded to n digits."""
+    task = make_task(TaskConfig(name="board", n_digits=6, train_digits=2, n_train=500, n_valid=50))
+    x = task.train.x
+    assert (x[:, 3:7] == 0).all() and (x[:, 11:15] == 0).all()  # a's and b's digits 2..5 (ones first) are 0
+    assert (task.valid.x[:, 3:7] != 0).any()
+    with pytest.raises(ConfigError, match="split impossible"):
+        validate(apply_overrides(get_preset("adder-146"), ["train_digits=1", "n_train=200"]))
