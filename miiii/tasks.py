@@ -142,6 +142,11 @@ class TaskConfig:
     # addition/reversal: training operands below 10**train_digits, zero-padded to n_digits (held-out: n digits);
     # 0 = n_digits. A length curriculum is phases (train --init-from) that raise it: AdderBoard's 3 -> 6 -> 10
     train_digits: int = 0
+    # addition/reversal: hard-example replay. A .npy of operand rows (N, operands), e.g. the pairs a run gets wrong
+    # (python -m experiments.adderboard.hard RUN), added `replay_copies` times to the training set (held-out
+    # pairs among them are dropped); "" = none
+    replay: str = ""
+    replay_copies: int = 1
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
     # grid tasks: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
     # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order
@@ -334,6 +339,10 @@ def make_sequence_task(cfg: TaskConfig) -> Task:
         held_out |= {k[::-1] for k in held_out}
     train_ops = draw_distinct(np.random.default_rng(cfg.train_seed), spec.operands, cfg.train_digits or n,
                               cfg.n_train, held_out, mixed=cfg.mixed_lengths)
+    if cfg.replay:
+        hard = np.load(cfg.replay).astype(train_ops.dtype)
+        hard = hard[[tuple(int(v) for v in r) not in held_out for r in hard]]
+        train_ops = np.concatenate([train_ops] + [hard] * cfg.replay_copies)
     train_seq, valid_seq = spec.encode(train_ops, n), spec.encode(valid_ops, n)
     s = train_seq.shape[1] - 1
     groups = np.zeros((1, s), bool)

@@ -43,6 +43,22 @@ def host_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def check_replay(t, spec) -> None:
+    """task.replay: a readable .npy of (N, operands) non-negative integers below 10**n_digits."""
+    import numpy as np
+
+    try:
+        rows = np.load(t.replay, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"task.replay = {t.replay}: not a readable .npy file ({e})") from None
+    if (rows.ndim != 2 or rows.shape[1] != spec.operands or rows.dtype.kind not in "iu" or len(rows) == 0
+            or rows.min() < 0 or rows.max() >= 10**t.n_digits):
+        raise ConfigError(f"task.replay = {t.replay}: want (N, {spec.operands}) integers in [0, 10**{t.n_digits}), "
+                          f"got {rows.dtype} {rows.shape}")
+    if t.replay_copies < 1:
+        raise ConfigError(f"task.replay_copies = {t.replay_copies} must be at least 1")
+
+
 def memory_floor(cfg: RunConfig) -> tuple[int, dict[str, int]]:
     """Bytes one run needs at the least, by what needs them, from the config alone: the parameters with AdamW's two
     moments (Muon's one on the hidden matrices), the gradient and grokfast's state; the per-step metrics the host
@@ -126,6 +142,8 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         if not 0 <= t.train_digits <= t.n_digits:
             raise ConfigError(f"task.train_digits = {t.train_digits} must lie in 0 .. task.n_digits = {t.n_digits} "
                               "(0 = n_digits)")
+        if t.replay:
+            check_replay(t, spec)
         space = spec.n_samples(replace(t, n_digits=t.train_digits or t.n_digits))
         if t.n_train < 1 or t.n_valid < 1:
             raise ConfigError("task.n_train and task.n_valid must be at least 1")

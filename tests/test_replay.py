@@ -1,0 +1,67 @@
+"""Hard-example replay: experiments.adderboard.hard finds exactly the pairs a model gets wrong (against the exported
+numpy adder, an independent decoder), and task.replay puts them into the training set, held-out pairs excepted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _runhelp import load_module
+
+from experiments.adderboard.hard import hard_pairs, main
+from miiii.config import ConfigError, apply_overrides
+from miiii.export import export_adder
+from miiii.presets import get_preset
+from miiii.rundir import flatten_params
+from miiii.tasks import make_task
+from miiii.train import make_trainer
+from miiii.validate import validate
+
+BOARD_2 = ["task.name=board", "n_digits=2", "n_train=300", "n_valid=50", "steps=1"]
+
+
+@pytest.fixture(scope="module")
+def untrained_board(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hard") / "run"
+    cfg = validate(apply_overrides(get_preset("adder-146"), BOARD_2))
+    params = make_trainer(cfg, make_task(cfg.task)).init(3).params
+    path.mkdir()
+    (path / "config.json").write_text(cfg.to_json())
+    np.savez(path / "params.npz", **flatten_params(params))
+    return path
+
+
+def test_hard_pairs_are_exactly_the_wrong_ones(untrained_board, tmp_path):
+    wrong, tried = hard_pairs(untrained_board, 200, seed=5)
+    export_adder(untrained_board, tmp_path / "adder.py")
+    mod = load_module(tmp_path / "adder.py")
+    model, _ = mod.build_model()
+    ops = np.random.default_rng(5)  # the same draw: hard_pairs' rows are a subset of it, in its order
+    from miiii.tokens import draw_distinct
+
+    drawn = draw_distinct(ops, 2, 2, 200, set())
+    truly_wrong = [tuple(map(int, r)) for r in drawn if mod.add(model, int(r[0]), int(r[1])) != int(r[0] + r[1])]
+    assert tried == 200 and [tuple(map(int, r)) for r in wrong] == truly_wrong
+
+
+def test_hard_refuses_the_verifiers_seed_and_an_existing_file(untrained_board, tmp_path, capsys):
+    assert main([str(untrained_board), "--seed", "2025", "--out", str(tmp_path / "h.npy")]) == 2
+    (tmp_path / "e.npy").write_bytes(b"")
+    assert main([str(untrained_board), "--out", str(tmp_path / "e.npy")]) == 2
+    assert capsys.readouterr().err.count("error:") == 2
+
+
+def test_replay_adds_the_rows_copies_times_without_held_out_pairs(tmp_path):
+    cfg = apply_overrides(get_preset("adder-146"), BOARD_2)
+    held = make_task(cfg.task).valid.x[0]
+    held_pair = (int("".join(map(str, held[1:3][::-1]))), int("".join(map(str, held[5:7][::-1]))))
+    rows = np.array([[12, 34], [99, 99], held_pair], np.int64)
+    np.save(tmp_path / "hard.npy", rows)
+    task = make_task(apply_overrides(cfg, [f"task.replay={tmp_path / 'hard.npy'}", "replay_copies=3"]).task)
+    assert len(task.train.x) == 300 + 3 * 2
+    tail = task.train.x[-6:]
+    assert (tail[:, 1:3] == [[2, 1], [9, 9]] * 3).all()  # 12 and 99 ones-first
+    np.save(tmp_path / "bad.npy", np.array([[1, 2, 3]]))
+    with pytest.raises(ConfigError, match="want \\(N, 2\\)"):
+        validate(apply_overrides(cfg, [f"task.replay={tmp_path / 'bad.npy'}"]))
+    with pytest.raises(ConfigError, match="not a readable"):
+        validate(apply_overrides(cfg, [f"task.replay={tmp_path / 'none.npy'}"]))
