@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder test-tl test-notebook stability ladder timings
+        book book-smoke book-findings train-addition-10 export-adder adderboard test-tl test-notebook stability ladder timings
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -79,6 +79,9 @@ train-addition-10: $(STAMP)  ## a 10-digit adder (AdderBoard), exported to runs/
 export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a numpy-only AdderBoard module
 	$(BIN)/python -m miiii export-adder $(RUN) $(OUT)
 
+adderboard: $(STAMP)  ## the AdderBoard search (experiments/adderboard/): sweeps of small decoders in runs/adder/, exports and verifier scores; OUT=results/adderboard rewrites the bundle
+	$(BIN)/python -m experiments.adderboard.study --out $(or $(OUT),runs/adderboard) $(ARGS)
+
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
 	$(BIN)/python -m experiments.book $(ARGS)
 
@@ -103,7 +106,7 @@ VARIANT ?= project
 paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds as one sweep; VARIANT=original: the original code's choices), figures, results.md into runs/paper[-original]/ (a scratch folder; ARGS="--out results/paper" for the committed bundle)
 	$(BIN)/python -m experiments.paper --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
-paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (p = 71, d 64; every seed recorded; results.md's provenance says how long) into runs/paper-cpu[-original]/; `make results` rewrites the committed bundles
+paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (miiii-cpu's recipe: p = 53, d 96, 25k steps; every seed recorded; results.md's provenance says how long) into runs/paper-cpu[-original]/; `make results` rewrites the committed bundles
 	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
 PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original

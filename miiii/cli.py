@@ -17,7 +17,7 @@ from miiii.config import SECTIONS, ConfigError, apply_overrides, resolve_key, sh
 from miiii.errors import deferred_interrupts, interrupt_pending, remember_interrupt
 from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
-from miiii.presets import DEFAULT_PRESET, PRESETS, get_preset, measured_time
+from miiii.presets import DEFAULT_PRESET, PHASED, PRESETS, get_preset, measured_time, phase_configs
 
 COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
 
@@ -58,6 +58,12 @@ def cmd_doctor(args) -> int:
 
 def cmd_presets(args) -> int:
     for name in args.names:
+        if name in PHASED:
+            print(f"# {name}: {PHASED[name][0]}")
+            for k, (preset, *sets) in enumerate(PHASED[name][1], 1):
+                print(f"phase {k}: {preset} " + " ".join(f"--set {s}" for s in sets)
+                      + (f" (from phase {k - 1}'s final parameters)" if k > 1 else ""))
+            continue
         cfg, desc = get_preset(name), PRESETS[name][1]  # get_preset: an unknown name is one error line
         took = measured_time(name)
         print(f"# {name}: {desc}" + (f" [measured: {took}]" if took else ""))
@@ -67,10 +73,12 @@ def cmd_presets(args) -> int:
         print(f"# train it: python -m miiii train --preset {name} [--set KEY=VALUE ...]")
     if args.names:
         return 0
-    width = max(map(len, PRESETS))
+    width = max(map(len, [*PRESETS, *PHASED]))
     for name, (_, desc) in PRESETS.items():
         took = measured_time(name)  # from the committed record (results/timings), never typed in a description
         print(f"{name:<{width}}  {desc}" + (f" [measured: {took}]" if took else ""))
+    for name, (desc, phases) in PHASED.items():
+        print(f"{name:<{width}}  {desc} [{len(phases)} phases: train --preset {name} --run-dir D]")
     if args.keys:
         print("\nconfig keys (--set section.key=value):")
         for sec, typ in SECTIONS.items():
@@ -122,6 +130,8 @@ def cmd_train(args) -> int:
                              profile=args.profile)
         print_summary(summary, args.resume)
         return 0
+    if args.preset in PHASED:
+        return train_phases(args, budget)
     cfg = resolve_config(args)
     preset = args.preset or DEFAULT_PRESET
     run_dir = args.run_dir or Path("runs") / f"{preset}-s{cfg.train.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -130,6 +140,31 @@ def cmd_train(args) -> int:
     print_summary(summary, run_dir)
     link_latest(run_dir)
     print_next(run_dir)
+    return 0
+
+
+def train_phases(args, budget: int) -> int:
+    """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
+    resumed, each later phase started from the one before (train.init_from)."""
+    from miiii.runner import resume_run, train_run
+
+    if args.overrides or args.steps is not None or args.seed is not None or args.init_from is not None:
+        raise ConfigError(f"{args.preset} is a recipe in phases: it takes no --set, --steps, --seed or --init-from")
+    run_dir = args.run_dir or Path("runs") / f"{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    before = None
+    for k, cfg in enumerate(phase_configs(args.preset), 1):
+        d = run_dir / f"phase-{k}"
+        if before is not None:
+            cfg = apply_overrides(cfg, [f"train.init_from={before}"])
+        if (d / "summary.json").is_file():
+            print(f"{d}: finished")
+        elif d.exists():
+            print_summary(resume_run(d, cfg, progress=not args.no_progress, tensorboard=args.tensorboard), d)
+        else:
+            print_summary(train_run(cfg, d, progress=not args.no_progress, record_budget=budget,
+                                    tensorboard=args.tensorboard, profile=args.profile), d)
+        before = d
+    print_next(before)
     return 0
 
 

@@ -232,6 +232,8 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
               f"AdamW lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps}-step warm-up, {cfg.optim.schedule} decay, "
               f"clip {cfg.optim.clip_norm:g}, batch {cfg.train.batch_size or 'full'}, {cfg.train.steps} steps",
               f"{cfg.task.n_train:,} random training pairs"]
+    if cfg.train.init_from:  # a later phase: the steps above continued another run's parameters
+        tricks.append(f"trained in phases: this phase started from the parameters of {Path(cfg.train.init_from).name}")
     metadata = dict(name=name or f"miiii-adder-{n}", author=AUTHOR, params=n_params, architecture=arch,
                     tricks=tricks)
     config = dict(n_digits=n, n_layers=m.n_layers, layer_norm=m.layer_norm, causal=m.causal,

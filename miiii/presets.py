@@ -17,6 +17,7 @@ from miiii.config import (
     RecordConfig,
     RunConfig,
     TrainConfig,
+    apply_overrides,
     set_fields,
     shown,
 )
@@ -302,6 +303,24 @@ def measured_time(name: str, record: Path = TIMINGS) -> str:
         return f"{rec['miiii_cpu_min']} min a seed on {cores} CPU cores"
     t = rec["presets"].get(name)
     return "" if t is None else f"{fmt_seconds(t['process_s'])} on {cores} CPU cores, start to end"
+
+
+# Recipes in phases: each phase a preset with --set changes; phase k > 1 starts from phase k - 1's final parameters
+# (train.init_from) with its own optimizer, schedule and data. `python -m miiii train --preset NAME --run-dir D`
+# trains D/phase-1, D/phase-2, ...; the same command again skips the finished phases and resumes a stopped one.
+PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
+    "adder-146-phases": (
+        "AdderBoard: adder-146 (146 parameters) in two phases, 12k steps on 300k pairs then 33k on 1M, lr 1e-2, "
+        "PyTorch's init, seed 1 (results/adderboard/)",
+        (("adder-146", "model.init=torch", "optim.lr=1e-2", "task.n_train=300000", "train.steps=12000", "train.seed=1"),
+         ("adder-146", "model.init=torch", "optim.lr=1e-2", "train.steps=33000", "train.seed=1")),
+    ),
+}
+
+
+def phase_configs(name: str) -> list[RunConfig]:
+    """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""
+    return [apply_overrides(get_preset(preset), list(sets)) for preset, *sets in PHASED[name][1]]
 
 
 def get_preset(name: str) -> RunConfig:

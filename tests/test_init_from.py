@@ -59,3 +59,19 @@ def test_a_sweep_refuses_init_from(source, tmp_path, capsys):
     assert main(["sweep", "--preset", "miiii-tiny", "--seeds", "2", "--steps", "20", "--set",
                  f"train.init_from={source}", "--out", str(tmp_path / "s"), "--no-progress"]) == 2
     assert "train.init_from" in capsys.readouterr().err
+
+
+def test_a_phased_preset_trains_its_phases_in_order_and_skips_finished_ones(tmp_path, monkeypatch, capsys):
+    from miiii import presets
+
+    tiny = ("miiii-tiny", "train.chunk=20", "ckpt.every=20", "train.batch_size=64", "train.steps=20")
+    monkeypatch.setitem(presets.PHASED, "tiny-phases", ("two phases", (tiny, (*tiny, "optim.lr=3e-4"))))
+    run = tmp_path / "p"
+    assert main(["train", "--preset", "tiny-phases", "--run-dir", str(run), "--no-progress"]) == 0
+    one, two = load_run(run / "phase-1"), load_run(run / "phase-2")
+    assert two.config.train.init_from == str(run / "phase-1") and two.config.optim.lr == 3e-4
+    assert _same(two.params_at(0), one.params)
+    capsys.readouterr()
+    assert main(["train", "--preset", "tiny-phases", "--run-dir", str(run), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("finished") == 2
+    assert main(["train", "--preset", "tiny-phases", "--set", "lr=1", "--run-dir", str(tmp_path / "q")]) == 2

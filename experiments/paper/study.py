@@ -7,9 +7,10 @@
 
 Expected runtime. Full: one nanda run of 40,000 and five miiii runs of 65,536 full-batch steps (p = 113,
 d 128 / d 256; miiii on 50 % of the 12,769 samples, as the original code): GPU work, hours on a CPU. Smoke
-(--smoke): p = 53, d 96, 70 % train, 3k (nanda) / 25k (miiii) steps (miiii-cpu's recipe), every role but the appendix's no-dropout run
-unless --roles names it. Each results.md's provenance table records its training and report wall time, the
-machine and its load: the measured figure for that bundle.
+(--smoke): p = 53, d 96, 70 % train, 3k (nanda) / 25k (miiii) steps (miiii-cpu's recipe), every role but the
+appendix's no-dropout run unless --roles names it (about 10-15 minutes a miiii run on 2 CPU cores). Each
+results.md's provenance table records its training and report wall time, the machine and its load: the measured
+figure for that bundle.
 
 Expected result: results.md, each claim judged as written over the seeds (results/paper-cpu/results.md and
 results/paper-cpu-original/results.md are the committed CPU-scale ones; no full-scale bundle is committed yet).
@@ -67,8 +68,8 @@ def role_config(role: str, smoke: bool, variant: str):
         return get_preset(ORIGINAL_NANDA[smoke]) if role == "nanda" else as_original_code(
             get_preset(ROLES[role][smoke]))
     return get_preset(ROLES[role][smoke])
-# The appendix run states no number: at CPU scale it is left out by default so `make paper-cpu` keeps well under 20
-# minutes on 2 loaded cores (all six took 19.5 min on one); `--roles ... nodropout` adds it back.
+# The appendix run states no number: at CPU scale it is left out by default (each miiii run is 25k steps, 10-15
+# minutes on 2 cores); `--roles ... nodropout` adds it back, as `make results` does.
 SMOKE_ROLES = [r for r in ROLES if r != "nodropout"]
 # Per-step recording for Fig. 16 (MLP neurons over the whole grid, attention) and, for nanda only, Nanda's progress
 # measures (logits over the grid, W_E): applied only when the config has a `record` section (miiii/record.py). miiii's
@@ -224,7 +225,8 @@ def main(argv=None) -> int:
     """The study; bad input (a --set, --out, --steps, --seeds) is one `error:` line and exit status 2 before anything
     trains, a write error (disk full) one line and exit status 1."""
     ap = OneLineParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="CPU scale (p = 53, d 96, 3k / 25k steps: the preset miiii-cpu's recipe)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="CPU scale (p = 53, d 96, 3k / 25k steps: the preset miiii-cpu's recipe)")
     ap.add_argument("--out", type=Path, default=None,
                     help="the bundle (default runs/paper[-cpu][-original], a scratch folder; --out results/paper-cpu "
                          "etc. rewrites a committed one, as `make results` does, and never with fewer seeds than it "

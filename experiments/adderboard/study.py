@@ -1,0 +1,203 @@
+"""The AdderBoard search: the smallest decoder of this project's one model family that adds two 10-digit numbers at
+>= 99 % on the board's verifier (its 10 edge cases and 10,000 pairs of random.Random(2025)), trained by the generic
+trainer from a seed.
+
+    python -m experiments.adderboard.study                 # train the settings not trained yet (runs/adder/), then
+                                                           # write the bundle (default runs/adderboard, scratch)
+    python -m experiments.adderboard.study --no-train --out results/adderboard    # the committed bundle
+    python -m experiments.adderboard.study --bundle results/adderboard [--check]  # results.md from its summaries
+
+Each setting is a vmapped sweep over seeds (one compile per shape) or one solo run (a phase: `--init-from` another
+setting's run), on the preset adder-146 with the changes it names. A run's exact match is the share of the 2,000
+held-out pairs whose 11 sum digits it decodes autoregressively (summary.json); a run at >= 0.99 there is exported
+(`python -m miiii export-adder`) and scored as the board scores (experiments/adderboard/score.py); the submission
+files and their scores join the bundle. results.md is regenerated from summaries/search.json alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.generated import same_or_say
+from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
+from miiii.files import write_json_atomic, write_text_atomic
+
+QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
+EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
+# Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
+BASE = ("model.init=torch", "task.n_train=300000")
+TIED_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)",
+           "optim.weight_decay=0")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    why: str
+    sets: tuple[str, ...]
+    grid: tuple[str, ...] = ()
+    steps: int = 12_000
+    seeds: int = 4
+    init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
+    seed: int = 0
+
+
+SEARCH = (
+    Setting("sweep-torch", "adder-146 (Taghadouini's 146 parameters) at two learning rates", BASE, ("lr=5e-3,1e-2",)),
+    Setting("146-phase2-m5", "sweep-torch's best member (lr 1e-2, seed 1) continued 33k steps: a second phase",
+            ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="sweep-torch/member_005", seed=1),
+    Setting("C-62", "the 62-parameter entry's architecture: arc embedding, K = V, O = Q^T, one head, SwiGLU 2, Adam "
+            "without weight decay", BASE + TIED_62, ("lr=1e-2,2e-2",), 15_000),
+)
+
+
+def command(s: Setting, runs: Path) -> list[str]:
+    """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
+    sets = [a for kv in s.sets for a in ("--set", kv)]
+    if s.init_from:
+        return ["train", "--preset", "adder-146", "--steps", str(s.steps), *sets, "--seed", str(s.seed),
+                "--init-from", str(runs / s.init_from), "--run-dir", str(runs / s.name), "--no-progress"]
+    return ["sweep", "--preset", "adder-146", "--seeds", str(s.seeds), *(["--grid", *s.grid] if s.grid else []),
+            "--steps", str(s.steps), *sets, "--no-progress", "--out", str(runs / s.name)]
+
+
+def unique_params(run_dir: Path) -> int:
+    """The unique count of a run's model (model.count_params: ties and the tied head counted once)."""
+    from dataclasses import replace
+
+    import jax
+
+    from miiii.model import build_model, count_params
+    from miiii.rundir import read_config
+    from miiii.tasks import make_task
+
+    cfg = read_config(run_dir)
+    task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
+    model = build_model(cfg.model, task)
+    return count_params(jax.eval_shape(lambda: model.init({"params": jax.random.key(0)}, task.train.x[:1]))["params"])
+
+
+def member_record(run_dir: Path) -> dict | None:
+    if not (run_dir / "summary.json").is_file():
+        return None
+    summary = json.loads((run_dir / "summary.json").read_text())
+    cfg = json.loads((run_dir / "config.json").read_text())
+    info = json.loads((run_dir / "member.json").read_text()) if (run_dir / "member.json").is_file() else {}
+    return dict(run=run_dir.name, seed=cfg["train"]["seed"], lr=cfg["optim"]["lr"], values=info.get("values", {}),
+                steps=summary["steps"], exact=summary.get("valid_autoregressive_acc"),
+                train_loss=round(float(summary["final"]["train"]["loss"]), 4))
+
+
+def setting_record(s: Setting, runs: Path) -> dict | None:
+    d = runs / s.name
+    members = [d] if s.init_from else sorted(d.glob("member_*"))
+    recs = [r for m in members if (r := member_record(m)) is not None]
+    if not recs:
+        return None
+    files = [p for m in members for p in (m / "metrics.jsonl", m / "config.json") if p.is_file()]
+    wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
+    return dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=s.steps,
+                init_from=s.init_from, command="python -m miiii " + " ".join(command(s, runs)),
+                wall_s=round(wall, 1), members=recs)
+
+
+def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
+    """Export and score (the verifier's 10,010 cases) every run at EXPORT_AT or above; the files join out/."""
+    from experiments.adderboard.score import load, score
+    from miiii.export import export_adder
+
+    scores = []
+    for rec in summary["settings"]:
+        for m in rec["members"]:
+            if m["exact"] is None or m["exact"] < EXPORT_AT:
+                continue
+            run_dir = runs / rec["name"] / ("" if rec["init_from"] else m["run"])
+            name = f"adder-{rec['params']}p-{rec['name']}" + ("" if rec["init_from"] else f"-{m['run']}")
+            path = out / "submissions" / f"{name}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.py")
+            export_adder(run_dir, tmp, name=name, force=True)
+            shutil.move(tmp, path)
+            scores.append(dict(setting=rec["name"], run=m["run"], file=f"submissions/{path.name}",
+                               **score(load(path), 10_000)))
+    return scores
+
+
+def results_md(summary: dict) -> str:
+    lines = ["# AdderBoard: the smallest trained 10-digit adder of the model family", "",
+             "Generated by `python -m experiments.adderboard.study` from `summaries/search.json`; do not edit.", "",
+             f"The board's bar: >= {QUALIFY:.0%} of its verifier's 10,010 cases (10 edge cases, then 10,000 pairs of "
+             "random.Random(2025)). *Exact match* below is the share of this project's 2,000 held-out pairs decoded "
+             "whole (autoregressive, 11 digits); a run at >= "
+             f"{EXPORT_AT:.2f} there is exported and scored on the verifier's cases.", "",
+             "| setting | unique params | steps | seed: exact match (lr) | runs at >= 0.99 | wall (min, shared) |",
+             "|---|---|---|---|---|---|"]
+    for r in summary["settings"]:
+        per = ", ".join(f"{m['seed']}: {m['exact']:.3f} ({m['lr']:g})" for m in r["members"])
+        hit = sum(m["exact"] is not None and m["exact"] >= 0.99 for m in r["members"])
+        after = f" after {r['init_from']}" if r["init_from"] else ""
+        lines.append(f"| {r['name']} | {r['params']} | {r['steps']:,}{after} | {per} | {hit} of {len(r['members'])} | "
+                     f"{r['wall_s'] / 60:.1f} |")
+    lines += ["", "## Scored on the verifier's cases", ""]
+    if summary["scores"]:
+        lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
+        lines += [f"| `{s['file']}` | {s['params']} | {s['passed']:,} of {s['cases']:,} | {s['accuracy']:.2%} | "
+                  f"{'yes' if s['accuracy'] >= QUALIFY else 'no'} |" for s in summary["scores"]]
+    else:
+        lines.append(f"No run has reached {EXPORT_AT:.2f} exact match on the held-out pairs yet: nothing qualifies.")
+    lines += ["", "## What each setting asks", ""]
+    lines += [f"- **{r['name']}**: {r['why']}. `{r['command']}`" for r in summary["settings"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_bundle(summary: dict, out: Path, check: bool = False) -> int:
+    text = results_md(summary)
+    if check:
+        return same_or_say(out / "results.md", text, f"python -m experiments.adderboard.study --bundle {out}")
+    write_text_atomic(out / "results.md", text)
+    return 0
+
+
+def study(args) -> int:
+    if args.bundle is not None:
+        summary = json.loads((args.bundle / "summaries" / "search.json").read_text())
+        return write_bundle(summary, args.bundle, args.check)
+    out_folder(args.out)
+    if not args.no_train:
+        from miiii.cli import main as miiii
+
+        for s in SEARCH:
+            if (not args.only or s.name in args.only) and not (args.runs / s.name).exists():
+                if miiii(command(s, args.runs)) != 0:
+                    return 1
+    settings = [r for s in SEARCH if not args.only or s.name in args.only
+                if (r := setting_record(s, args.runs)) is not None]
+    if not settings:
+        raise ConfigError(f"no setting of the search has finished runs under {args.runs}")
+    summary = {"qualify": QUALIFY, "settings": settings}
+    summary["scores"] = score_runs(summary, args.runs, args.out)
+    (args.out / "summaries").mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "summaries" / "search.json", summary)
+    return write_bundle(summary, args.out)
+
+
+def main(argv=None) -> int:
+    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=Path, default=Path("runs/adder"), help="where the settings train (runs/adder)")
+    ap.add_argument("--out", type=Path, default=Path("runs/adderboard"),
+                    help="the bundle (default runs/adderboard, scratch; --out results/adderboard rewrites the "
+                         "committed one)")
+    ap.add_argument("--only", nargs="+", default=None, choices=[s.name for s in SEARCH], help="these settings only")
+    ap.add_argument("--no-train", action="store_true", help="write the bundle from the finished runs as they are")
+    ap.add_argument("--bundle", type=Path, default=None,
+                    help="regenerate BUNDLE's results.md from its summaries/search.json alone")
+    ap.add_argument("--check", action="store_true", help="with --bundle: exit 1 when results.md differs")
+    return one_line_errors(study, ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""results/adderboard/: results.md regenerates from its summary, every score is consistent with its own cases, and a
+committed submission file, re-scored on the verifier's first cases, fails exactly where its record says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.adderboard import study
+from experiments.adderboard.score import MAX_LISTED, load, score
+from miiii.tokens import board_pairs
+
+BUNDLE = Path(__file__).resolve().parents[1] / "results" / "adderboard"
+SUMMARY = json.loads((BUNDLE / "summaries" / "search.json").read_text())
+
+
+def test_results_md_is_generated_from_the_summary():
+    assert study.main(["--bundle", str(BUNDLE), "--check"]) == 0
+
+
+def test_every_score_adds_up():
+    for s in SUMMARY["scores"]:
+        assert s["cases"] == s["pairs"] + s["edge_cases"] == 10_010 and s["seed"] == 2025
+        assert s["accuracy"] == s["passed"] / s["cases"]
+        if len(s["failures"]) < MAX_LISTED:
+            assert s["passed"] == s["cases"] - len(s["failures"])
+    for r in SUMMARY["settings"]:
+        assert all(m["exact"] is None or 0 <= m["exact"] <= 1 for m in r["members"])
+
+
+@pytest.mark.parametrize("entry", SUMMARY["scores"], ids=lambda s: s["file"])
+def test_a_submission_fails_where_its_record_says(entry):
+    """The first 300 random pairs and the edge cases, re-scored: the same failures as the record's among them."""
+    first = {f"{a}+{b}" for a, b in board_pairs(300)}
+    again = score(load(BUNDLE / entry["file"]), 300)
+    assert again["params"] == entry["params"]
+    assert set(again["failures"]) == {f for f in entry["failures"] if f in first}
+
+
+def test_the_boards_own_verifier_agrees_with_the_record():
+    """results/adderboard/verify/NAME.txt is anadim/AdderBoard's verify.py run on the committed file (its progress
+    and timing lines left out): its count is the record's."""
+    for s in SUMMARY["scores"]:
+        out = BUNDLE / "verify" / (Path(s["file"]).stem + ".txt")
+        if out.is_file():
+            text = out.read_text()
+            assert f"Results: {s['passed']}/{s['cases']} correct" in text
+            assert f"Parameters (unique): {s['params']}" in text
