@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields, replace
@@ -68,6 +69,31 @@ class ModelConfig:
     @property
     def mlp_dim(self) -> int:
         return self.d_mlp or 4 * self.d_model
+
+
+TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
+TIED_WEIGHTS = {"attn": ("W_Q", "W_K", "W_V", "W_O"), "mlp": ("W_in", "W_out", "W_gate")}
+
+
+def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
+    """{(module, follower): (transform, master)}; ValueError naming the first entry that is not a tie within one
+    block module between two of its weights (no chains, each follower once)."""
+    out = {}
+    for entry in ties:
+        m = TIE.match(entry)
+        module, follower = (m.group(1), m.group(2)) if m else (None, None)
+        transform, master_module, master = ((m.group(3), m.group(4), m.group(5)) if m and m.group(3) else
+                                            ("", m.group(6), m.group(7)) if m else (None, None, None))
+        known = TIED_WEIGHTS.get(module, ())
+        if (not m or master_module != module or follower not in known or master not in known
+                or follower == master or (module, follower) in out):
+            raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in T, "
+                             f"scale, rot, rotT, both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
+                             f"mlp: {', '.join(TIED_WEIGHTS['mlp'])}), each follower once")
+        out[(module, follower)] = (transform, master)
+    if any((mod, master) in out for (mod, _), (_, master) in out.items()):
+        raise ValueError("model.ties: a master is itself a follower; tie each follower to an untied weight")
+    return out
 
 
 @dataclass(frozen=True)

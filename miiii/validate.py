@@ -9,9 +9,8 @@ import math
 import os
 from dataclasses import fields, replace
 
-from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig
+from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig, parse_ties
 from miiii.errors import ConfigError, did_you_mean, shown
-from miiii.model import parse_ties
 from miiii.optimizers import OPTIMIZERS
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
