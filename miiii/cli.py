@@ -19,13 +19,34 @@ from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
 from miiii.presets import DEFAULT_PRESET, PHASED, PRESETS, get_preset, measured_time, phase_configs
 
-COMPILES = ("train", "sweep", "book")  # the commands that compile: they use the persistent compilation cache
+COMPILES = ("train", "sweep", "book", "llc")  # the commands that compile: they use the persistent compilation cache
 
 
 def cmd_book(args) -> int:
     from miiii.bookeval import evaluate_to_file
 
     evaluate_to_file(args.run_dir)
+    return 0
+
+
+def cmd_llc(args) -> int:
+    from miiii.llc import LLCConfig, llc_over_run
+    from miiii.run import load_run
+    from miiii.rundir import write_llc_report
+
+    for k in ("chains", "draws"):
+        if getattr(args, k) < 1:
+            raise ConfigError(f"--{k} must be at least 1")
+    if args.burnin < 0 or not args.lr > 0 or args.gamma < 0 or args.nbeta < 0:
+        raise ConfigError("--lr must be positive; --gamma, --nbeta and --burnin non-negative")
+    cfg = LLCConfig(lr=args.lr, gamma=args.gamma, nbeta=args.nbeta, chains=args.chains, draws=args.draws,
+                    burnin=args.burnin, batch=args.batch, seed=args.seed)
+    report = llc_over_run(load_run(args.run_dir), args.steps, cfg)
+    write_llc_report(args.run_dir, report)
+    print(f"LLC (nβ {report['nbeta']:.1f}, batch {report['batch']}, {cfg.chains} chains x {cfg.draws} draws):")
+    for s, v, sd in zip(report["steps"], report["llc"], report["llc_std"], strict=True):
+        print(f"  step {s:>7}: {v:9.3f} ± {sd:.3f}")
+    print(f"wrote {args.run_dir / 'llc.json'}")
     return 0
 
 
@@ -372,7 +393,8 @@ def run_command(args, argv=None) -> int:
     try:
         commands = {"train": cmd_train, "presets": cmd_presets, "sweep": cmd_sweep, "figures": cmd_figures,
                     "compare": cmd_compare, "film": cmd_film, "page": cmd_page, "book": cmd_book,
-                    "export-adder": cmd_export_adder, "export-tl": cmd_export_tl, "doctor": cmd_doctor}
+                    "export-adder": cmd_export_adder, "export-tl": cmd_export_tl, "doctor": cmd_doctor,
+                    "llc": cmd_llc}
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax
                 setup_compile_cache()

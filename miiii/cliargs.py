@@ -167,6 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "epoch of the jump and the final loss beside the loss floor; prints them and writes "
                         "RUN_DIR/book.json.")
     bk.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished addition or reversal run directory")
+    lc = sub.add_parser("llc", help="the local learning coefficient (SGLD, as devinterp) at a run's kept steps",
+                        description="Estimate the LLC around each kept checkpoint of RUN_DIR (or --steps) with "
+                        "SGLD chains on its training split, as devinterp does (miiii/llc.py says how to choose the "
+                        "step size, the localisation and the temperature from the chains' loss traces); per task "
+                        "for a multi-task run. Prints the series and writes RUN_DIR/llc.json.")
+    lc.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory with kept checkpoints")
+    lc.add_argument("--steps", type=int, nargs="+", default=None, metavar="N",
+                    help="these kept steps only (default: every kept step)")
+    lc.add_argument("--lr", type=float, default=1e-4, help="SGLD step size epsilon (default 1e-4)")
+    lc.add_argument("--gamma", type=float, default=100.0, help="localisation strength gamma (default 100)")
+    lc.add_argument("--nbeta", type=float, default=0.0,
+                    help="inverse temperature n*beta (default 0: devinterp's m / ln m for batches of m)")
+    lc.add_argument("--chains", type=int, default=4, help="independent SGLD chains (default 4)")
+    lc.add_argument("--draws", type=int, default=200, help="SGLD steps averaged per chain (default 200)")
+    lc.add_argument("--burnin", type=int, default=0, help="SGLD steps discarded first (default 0)")
+    lc.add_argument("--batch", type=int, default=512, help="samples per SGLD step (default 512; 0: the whole split)")
+    lc.add_argument("--seed", type=int, default=0, help="the chains' seed")
     ex = sub.add_parser("export-adder", help="write a trained addition run as a numpy-only AdderBoard module",
                         description="Write RUN_DIR's adder as OUT.py: build_model() -> (model, metadata) and "
                         "add(model, a, b) -> int, numpy only.")

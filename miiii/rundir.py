@@ -63,10 +63,11 @@ from miiii.files import io_fault, save_npz_atomic, write_json_atomic
 from miiii.validate import validate
 
 CONFIG, METRICS, SUMMARY, PARAMS, BOOK = "config.json", "metrics.npz", "summary.json", "params.npz", "book.json"
+LLC = "llc.json"  # the local learning coefficient at the kept steps (`python -m miiii llc`, llc.py): not run data
 METRICS_LOG, TB, MANIFEST = "metrics.jsonl", "tb", "checksums.json"
 MEMBER = "member.json"  # a sweep member's place in its sweep: index, seed, grid values (sweepmembers.py)
 CKPT, CKPT_META, ACTS, ACTS_INDEX, ACTS_INPUTS, LOCK = "ckpt", "ckpt.json", "acts", "index.json", "inputs.npy", ".lock"
-RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, CKPT, CKPT_META, ACTS, LOCK, METRICS_LOG, TB,
+RUN_FILES = (CONFIG, METRICS, SUMMARY, PARAMS, BOOK, LLC, CKPT, CKPT_META, ACTS, LOCK, METRICS_LOG, TB,
              MANIFEST, MEMBER)  # a run's own names, at its top
 NAMES = ("step", "task_names", "grad_names")  # the arrays of metrics.npz that are not metrics
 
@@ -173,6 +174,11 @@ def write_ckpt_meta(run_dir: Path, checksums: dict[str, str], cfg: RunConfig | N
 def write_book_report(run_dir: Path, report: dict) -> None:
     """book.json (indent 2, in the report's order): the JSON-ready report of bookeval.Evaluator."""
     write_checked(Path(run_dir) / BOOK, Path.write_text, json.dumps(report, indent=2))
+
+
+def write_llc_report(run_dir: Path, report: dict) -> None:
+    """llc.json: the LLC series of `python -m miiii llc` (llc.llc_over_run)."""
+    write_checked(Path(run_dir) / LLC, Path.write_text, json.dumps(report, indent=1))
 
 
 def flatten_params(params, prefix: str = "") -> dict[str, np.ndarray]:
