@@ -134,6 +134,11 @@ def page(run_dir: Path, out: Path, with_film: bool = True, film_gif: Path | None
         parts += ["<h2>Key frequencies of W_E</h2>",
                   f"<p>Above mean + 2 std of the non-constant frequencies' norms: {', '.join(map(str, keys)) or '–'}"
                   "</p>"]
+    from miiii.plots import draw_llc
+
+    llc = draw_llc(run)  # `python -m miiii llc RUN` wrote llc.json
+    if llc is not None:
+        parts += ["<h2>Local learning coefficient</h2>", f"<img alt='LLC over training' src='{_png(llc)}'>"]
     if given is not None:
         src = "data:image/gif;base64," + base64.b64encode(given).decode()
         parts += ["<h2>Film</h2>", f"<img alt='the run over its recorded steps' src='{src}'>"]

@@ -8,6 +8,7 @@ figure is a `fig_*` in one of the two and one `FIGURES` entry. Numbers shown in 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -188,6 +189,44 @@ def fig_grad_norms(run: Run, out: Path, max_cols: int = 400, pct: float = 99.0, 
     return save_figure(fig, out, f"fig17_grad_norms_{label(run)}")
 
 
+def fig_llc(run: Run, out: Path) -> list[Path]:
+    fig = draw_llc(run)
+    return [] if fig is None else save_figure(fig, out, f"fig_llc_{label(run)}")
+
+
+def draw_llc(run: Run):
+    """The local learning coefficient over training (RUN/llc.json of `python -m miiii llc`): λ̂ at each kept step,
+    mean ± std over chains (each task's thin, for a multi-task run), the steps where tasks grokked dashed; below, the
+    chains' mean loss trace at each step, the diagnostic for the SGLD settings (it should level off). None when the
+    run has no llc.json."""
+    path = Path(run.path) / "llc.json"
+    if not path.is_file():
+        return None
+    r = json.loads(path.read_text())
+    steps, llc, sd = np.asarray(r["steps"]) + 1, np.asarray(r["llc"]), np.asarray(r["llc_std"])
+    fig, (ax, tr) = plt.subplots(2, 1, figsize=(7, 6), layout="constrained")
+    tasks = np.asarray(r["llc_tasks"])
+    if tasks.shape[1] > 1:
+        for k, name in enumerate(r["task_names"]):
+            ax.plot(steps, tasks[:, k], lw=0.6, alpha=0.5, label=name if k < 8 else None)
+    ax.errorbar(steps, llc, yerr=sd, color="k", lw=1.5, capsize=2, label="λ̂ (model)")
+    for s in sorted({v for v in (run.summary.get("grok_step") or {}).values() if v is not None}):
+        ax.axvline(s + 1, color="0.5", ls="--", lw=0.7)
+    ax.set_xscale("log")
+    ax.set_xlabel("step + 1 (log scale; dashed: a task grokked)")
+    ax.set_ylabel("local learning coefficient λ̂")
+    ax.set_title(f"{run_title(run)}\nLLC by SGLD (ε {r['config']['lr']:g}, γ {r['config']['gamma']:g}, "
+                 f"nβ {r['nbeta']:.1f}, {r['config']['chains']} chains x {r['config']['draws']} draws)")
+    ax.legend(fontsize=6, ncol=2)
+    traces = np.asarray(r["loss_trace"])
+    colors = plt.cm.viridis(np.linspace(0, 1, len(traces)))
+    for k, (t, c) in enumerate(zip(traces, colors, strict=True)):
+        tr.plot(np.arange(len(t)), t - r["init_loss"][k], color=c, lw=0.8)
+    tr.set_xlabel("SGLD draw")
+    tr.set_ylabel(f"chains' mean loss - L(w0)\n({r.get('loss_unit') or 'loss'}; early steps dark)")
+    return fig
+
+
 # ---------------------------------------------------------------- embeddings (figures 7-13)
 
 
@@ -308,6 +347,7 @@ FIGURES: list[Figure] = [
     Figure("accuracy", "run", lambda run, out, crop: fig_curves(run, out, "acc")),
     Figure("loss", "run", lambda run, out, crop: fig_curves(run, out, "loss")),
     Figure("grad_norms", "run", lambda run, out, crop: fig_grad_norms(run, out)),
+    Figure("llc", "run", lambda run, out, crop: fig_llc(run, out)),
     Figure("sequence", "sequence", lambda run, out, crop: fig_sequence(run, out)),
     Figure("singular_vectors", "grid", lambda run, out, crop: fig_singular_vectors(run, out)),
     Figure("embed_fft", "grid", lambda run, out, crop: fig_embed_fft(run, out)),

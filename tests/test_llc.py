@@ -79,5 +79,11 @@ def test_llc_command_writes_a_series_over_the_kept_steps(tmp_path, capsys):
     assert np.asarray(report["llc_tasks"]).shape == (2, len(report["task_names"]))
     assert np.asarray(report["llc_chains"]).shape == (2, 2) and np.asarray(report["loss_trace"]).shape == (2, 20)
     assert report["nbeta"] == pytest.approx(128 / np.log(128))
+    from miiii.page import page
+    from miiii.plots import fig_llc
+    from miiii.run import load_run
+
+    assert [p.suffix for p in fig_llc(load_run(run), tmp_path / "fig")] == [".png", ".pdf"]
+    assert "Local learning coefficient" in page(run, tmp_path / "p.html", with_film=False).read_text()
     assert main(["llc", str(run), "--steps", "9"]) == 2  # not kept (log-spaced: 8, 10)
     assert "kept no checkpoint" in capsys.readouterr().err
