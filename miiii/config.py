@@ -57,6 +57,10 @@ class ModelConfig:
     # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
     # and the unique count (count_params) holds the master once and each transform's one scalar.
     ties: tuple[str, ...] = ()
+    # The grokking disputes' knobs (off at their defaults): a fixed output scale multiplying the logits (Kumar et al.'s
+    # alpha; a fixed temperature 1 / T), and a factor on every initial parameter (Omnigrok's initial weight norm)
+    logit_scale: float = 1.0
+    init_scale: float = 1.0
 
     @property
     def d_head(self) -> int:
@@ -116,6 +120,9 @@ class OptimConfig:
     # adamw | muon: Muon (optax.contrib.muon) on the hidden matrices (attention W_Q, W_K, W_V, W_O; MLP W_in, W_out),
     # AdamW on the embeddings, the unembedding, biases and LayerNorms (optimizers.muon_dims)
     optimizer: str = "adamw"
+    # Omnigrok's constrained norm: after every update the parameters are rescaled to this global L2 norm (all arrays
+    # together); 0 = off
+    fixed_norm: float = 0.0
     # Prieto et al. 2025's perpendicular gradient: each parameter array's update loses its component along the array,
     # then is rescaled to its own norm (miiii/orthograd.py); in the chain after grokfast, before the optimizer
     orthograd: bool = False

@@ -315,8 +315,13 @@ class Transformer(nn.Module):
             flat = lambda s0, s1, w: W_U[s0:s1, :, :w].transpose(1, 0, 2).reshape(c.d_model, (s1 - s0) * w)  # noqa: E731
             parts = tuple((h[:, -1] @ flat(s0, s1, w)).reshape(-1, s1 - s0, w) for s0, s1, w in self.unembed_buckets)
             logits = jnp.concatenate([jnp.pad(a, ((0, 0), (0, 0), (0, self.d_out - a.shape[2]))) for a in parts], 1)
+            if c.logit_scale != 1.0:  # a fixed output scale (Kumar et al.'s alpha)
+                parts = tuple(a * c.logit_scale for a in parts)
+                logits = logits * c.logit_scale
             acts["logits"] = logits  # (b, S, d_out)
             return (parts if bucketed else logits), acts
+        if c.logit_scale != 1.0:
+            logits = logits * c.logit_scale
         acts["logits"] = logits
         return logits, acts
 

@@ -4,6 +4,7 @@ schedule."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import optax
 
@@ -55,4 +56,20 @@ def make_optimizer(cfg: OptimConfig, total_steps: int, hp: dict | None = None) -
     schedule = make_schedule(cfg, total_steps, v["lr"])
     adamw = optax.adamw(schedule, b1=v["b1"], b2=v["b2"], weight_decay=v["weight_decay"])
     parts.append(OPTIMIZERS[cfg.optimizer].build(schedule, adamw, v))  # the registry's last stage
+    if cfg.fixed_norm > 0:
+        parts.append(project_to_norm(cfg.fixed_norm))
     return optax.chain(*parts)
+
+
+def project_to_norm(norm: float) -> optax.GradientTransformation:
+    """The last stage: the update u becomes c (p + u) / |p + u| - p, so the parameters after it have global L2 norm
+    c (Liu et al.'s Omnigrok: training on the sphere of a fixed weight norm)."""
+
+    def update(updates, state, params=None):
+        if params is None:
+            raise ValueError("project_to_norm needs the parameters (optax's update(grads, state, params))")
+        new = jax.tree.map(lambda p, u: p + u, params, updates)
+        scale = norm / optax.global_norm(new)
+        return jax.tree.map(lambda n, p: n * scale - p, new, params), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)

@@ -370,6 +370,8 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics:
         key = jax.random.key(seed)
         if params is None:
             params = model.init({"params": jax.random.fold_in(key, 0)}, jnp.asarray(task.train.x[:1]))["params"]
+            if cfg.model.init_scale != 1.0:  # Omnigrok's initial weight norm
+                params = jax.tree.map(lambda p: p * cfg.model.init_scale, params)
         return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), key)
 
     def evaluate(params, x, y, spec):

@@ -172,6 +172,9 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         parse_ties(m.ties)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if not (m.logit_scale > 0 and m.init_scale > 0) or cfg.optim.fixed_norm < 0:
+        raise ConfigError(f"model.logit_scale = {m.logit_scale} and model.init_scale = {m.init_scale} must be "
+                          f"positive, optim.fixed_norm = {cfg.optim.fixed_norm} >= 0 (0 = off)")
     if not m.norm_eps > 0:
         raise ConfigError(f"model.norm_eps = {m.norm_eps} must be positive")
     if m.n_layers < 1 or m.d_mlp < 0:

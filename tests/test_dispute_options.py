@@ -1,0 +1,55 @@
+"""The grokking disputes' options, each against an independent computation: a fixed output scale multiplies the
+logits (Kumar et al.'s alpha), an initial scale multiplies every initial parameter (Omnigrok), and a fixed norm
+keeps the parameters on the sphere of that global norm after every update (Omnigrok's constrained runs)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from miiii.config import ConfigError, OptimConfig, apply_overrides
+from miiii.optim import make_optimizer
+from miiii.presets import get_preset
+from miiii.tasks import make_task
+from miiii.train import make_trainer
+from miiii.validate import validate
+
+
+@pytest.mark.parametrize("preset", ["miiii-tiny", "addition-tiny"])
+def test_logit_scale_multiplies_the_logits(preset):
+    base = get_preset(preset)
+    task = make_task(base.task)
+    plain, scaled = (make_trainer(c, task) for c in (base, apply_overrides(base, ["model.logit_scale=3.5"])))
+    params = plain.init(0).params
+    x = jnp.asarray(task.valid.x[:4])
+    np.testing.assert_allclose(np.asarray(scaled.apply(params, x)[0]), 3.5 * np.asarray(plain.apply(params, x)[0]),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_init_scale_multiplies_every_initial_parameter():
+    base = get_preset("miiii-tiny")
+    task = make_task(base.task)
+    a = make_trainer(base, task).init(3).params
+    b = make_trainer(apply_overrides(base, ["model.init_scale=4"]), task).init(3).params
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(v), 4 * np.asarray(u), rtol=1e-6)
+
+
+def test_fixed_norm_keeps_the_parameters_on_the_sphere():
+    params = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.ones(4)}
+    tx = make_optimizer(OptimConfig(lr=0.1, fixed_norm=2.5, warmup_steps=0), 100)
+    state = tx.init(params)
+    for k in range(3):
+        grads = jax.tree.map(lambda p, k=k: jnp.sin(p + k), params)
+        updates, state = tx.update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+        assert float(optax.global_norm(params)) == pytest.approx(2.5, rel=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["model.logit_scale=0", "model.init_scale=-1", "optim.fixed_norm=-2"])
+def test_bad_values_are_refused(bad):
+    with pytest.raises(ConfigError):
+        validate(apply_overrides(get_preset("miiii-tiny"), [bad]))
