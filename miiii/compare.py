@@ -24,7 +24,7 @@ from miiii.plotstyle import (
     task_grok,
 )
 from miiii.run import Run, load_run
-from miiii.tasks import task_spec
+from miiii.tasks import loss_unit as loss_unit_of
 
 MAX_TASK_PANELS = 12  # per-task accuracy panels (miiii has 29 tasks at p = 113): the first ones, then the mean
 
@@ -85,7 +85,7 @@ def _curve(ax, step, y, i, lab, **kw):
 
 def loss_unit(runs: list[Run]) -> str:
     """The runs' loss unit (tasks.TaskSpec.unit), each distinct one named when runs of different tasks are overlaid."""
-    return " | ".join(dict.fromkeys(task_spec(r.config.task.name).unit for r in runs))
+    return " | ".join(dict.fromkeys(loss_unit_of(r.config.task.name, r.config.train.loss) for r in runs))
 
 
 def all_grokked(m: dict) -> int | None:

@@ -19,7 +19,7 @@ from miiii.tasks import TaskConfig
 
 INITS = ("he", "original", "torch", "nanda")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
-LOSSES = ("softmax", "stablemax")  # train.loss
+LOSSES = ("softmax", "stablemax", "mse")  # train.loss
 LOSS_DTYPES = ("float16", "float32", "float64")  # train.loss_dtype
 
 

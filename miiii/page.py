@@ -21,7 +21,7 @@ from miiii.files import write_text_atomic
 from miiii.plotstyle import OKABE_ITO, grok_heading, grok_lines, markers, plt, task_grok
 from miiii.run import Run, load_run
 from miiii.rundir import flatten_params
-from miiii.tasks import task_spec
+from miiii.tasks import loss_unit
 
 PAGE_FRAMES = 30  # the page's film: enough to see grokking, small enough to inline
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -115,7 +115,7 @@ def page(run_dir: Path, out: Path, with_film: bool = True, film_gif: Path | None
              f"<style>{STYLE}</style></head><body><h1>{html.escape(run.path.name)}</h1>",
              f"<p>{html.escape(headline(run))}</p>"]
     final = s.get("final", {})
-    unit = task_spec(cfg.task.name).unit  # of every loss the run reports
+    unit = loss_unit(cfg.task.name, cfg.train.loss)  # of every loss the run reports
     rows = [(split, f"{final[split]['loss']:.4f}", f"{np.mean(final[split]['task_acc']):.4f}",
              f"{np.min(final[split]['task_acc']):.4f}") for split in ("train", "valid", "test") if split in final]
     parts += ["<h2>Summary</h2>", _table(rows, ("split", f"loss ({unit})", "accuracy (mean over tasks)", "lowest task"))

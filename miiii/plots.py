@@ -47,7 +47,7 @@ from miiii.plotstyle import (  # noqa: E402
     task_grok,
 )
 from miiii.run import Run, load_run  # noqa: E402
-from miiii.tasks import task_spec  # noqa: E402
+from miiii.tasks import loss_unit, task_spec  # noqa: E402
 from miiii.tokens import is_prime  # noqa: E402
 
 # ---------------------------------------------------------------- model-independent (figures 1-3)
@@ -109,7 +109,7 @@ def fig_curves(run: Run, out: Path, kind: str = "acc", max_points: int = 2000) -
     and 29 tasks x 65,536 steps of vector lines take a quarter of a minute per figure (mostly the PDF)."""
     m = run.metrics
     names = [str(s) for s in m["task_names"]]
-    unit = task_spec(run.config.task.name).unit  # of every loss the run reports
+    unit = loss_unit(run.config.task.name, run.config.train.loss)  # of every loss the run reports
     fig, axes = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True, layout="constrained")
     for ax, split in zip(axes, ("train", "valid"), strict=True):
         y = np.asarray(m[f"{split}_{kind}"])
@@ -140,7 +140,7 @@ def fig_grokking(run: Run, out: Path, max_points: int = 2000) -> list[Path]:
     m, final = run.metrics, run.summary.get("final", {})
     grok = task_grok(m)
     n = len(grok)
-    unit = task_spec(run.config.task.name).unit
+    unit = loss_unit(run.config.task.name, run.config.train.loss)
     over = f" (mean over {n} tasks)" if n > 1 else ""
     fig, (a_loss, a_acc) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True, layout="constrained")
     for ax, kind in ((a_loss, "loss"), (a_acc, "acc")):

@@ -35,7 +35,7 @@ from miiii.metricslog import MetricsLog
 from miiii.model import count_params
 from miiii.recorder import Recorder
 from miiii.rundir import write_metrics, write_params
-from miiii.tasks import Task, task_spec
+from miiii.tasks import Task, loss_unit
 from miiii.train import (
     evaluate_split,
     greedy_decode,
@@ -319,7 +319,7 @@ def summarize(cfg, task: Task, trainer, params, step_axis, hist) -> dict:
         final["test"] = evaluate_split(trainer, params, task.test, spec)
     out = {
         "task": task.name, "task_names": list(task.task_names), "steps": int(cfg.train.steps), "final": final,
-        "loss_unit": task_spec(task.name).unit,  # of every "loss" in final (and metrics.npz)
+        "loss_unit": loss_unit(task.name, cfg.train.loss),  # of every "loss" in final (and metrics.npz)
         "grok_step": dict(zip(task.task_names, grok_steps(step_axis, hist["valid_acc"]), strict=True)),
     }
     if task.generative:

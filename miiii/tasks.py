@@ -465,6 +465,15 @@ SEQUENCE_TASKS = tuple(name for name, spec in TASKS.items() if spec.is_sequence)
 TASK_VARIANTS = tuple(dict.fromkeys(v for spec in TASKS.values() for v in spec.variants))  # none, masked, basis
 
 
+MSE_LOSS_UNIT = "squared error on one-hot targets (mean over classes)"
+
+
+def loss_unit(name: str, loss: str = "softmax") -> str:
+    """The unit of every loss a run of task `name` with train.loss `loss` reports: the task's (TaskSpec.unit), or
+    the squared error's for train.loss = mse."""
+    return MSE_LOSS_UNIT if loss == "mse" else task_spec(name).unit
+
+
 def task_spec(name: str) -> TaskSpec:
     """The registry's entry of task `name`; ConfigError naming the known tasks for any other name."""
     spec = TASKS.get(name) if isinstance(name, str) else None

@@ -84,6 +84,9 @@ def _loss_and_metrics(logits, y, spec, buckets, weight, loss, dtype):
         if loss == "stablemax":  # not shift-invariant: s of the logits themselves; masked classes count 0
             s = jnp.where(valid, stablemax_s(raw.astype(dtype)), 0.0)
             ce.append(jnp.log(s.sum(-1)) - jnp.log(jnp.where(classes == yb[..., None], s, 0.0).sum(-1)))
+        elif loss == "mse":  # the logits against the one-hot target, the mean over the slot's own classes
+            sq = jnp.where(valid, (raw.astype(dtype) - (classes == yb[..., None]).astype(dtype)) ** 2, 0.0)
+            ce.append(sq.sum(-1) / spec["n_classes"][s0:s1][None].astype(dtype))
         else:
             ce.append(jnp.log(sum_exp) - shifted_y)
         # argmax == y exactly (first maximum wins): y's logit is the maximum and no earlier class reaches it;

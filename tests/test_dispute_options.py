@@ -53,3 +53,25 @@ def test_fixed_norm_keeps_the_parameters_on_the_sphere():
 def test_bad_values_are_refused(bad):
     with pytest.raises(ConfigError):
         validate(apply_overrides(get_preset("miiii-tiny"), [bad]))
+
+
+def test_mse_loss_is_the_squared_error_on_one_hot_targets():
+    """train.loss = mse: per slot, the mean over its own classes of (logit - one-hot)^2; the loss and task losses are
+    weighted as the cross-entropy's are, accuracy is unchanged (argmax)."""
+    from miiii.tasks import MSE_LOSS_UNIT, loss_unit
+    from miiii.train import loss_and_metrics
+
+    task = make_task(get_preset("miiii-tiny").task)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, task.n_slots, task.d_out)).astype(np.float32)
+    y = task.train.y[:5]
+    spec = {k: jnp.asarray(v) for k, v in task.arrays().items()}
+    loss, task_loss, acc = loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, loss="mse")
+    per_slot = np.array([[((logits[b, s, :q] - np.eye(q)[y[b, s]]) ** 2).mean() for s, q in enumerate(task.n_classes)]
+                         for b in range(5)]).mean(0)
+    assert float(loss) == pytest.approx(float(per_slot @ task.loss_weight), rel=1e-5)
+    np.testing.assert_allclose(np.asarray(task_loss), task.group_loss @ per_slot, rtol=1e-5)
+    _, _, acc_ce = loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec)
+    np.testing.assert_array_equal(np.asarray(acc), np.asarray(acc_ce))
+    assert loss_unit("miiii", "mse") == MSE_LOSS_UNIT and loss_unit("miiii") == "cross-entropy / ln q"
+    validate(apply_overrides(get_preset("miiii-tiny"), ["train.loss=mse"]))
