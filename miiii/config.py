@@ -61,6 +61,7 @@ class ModelConfig:
     # alpha; a fixed temperature 1 / T), and a factor on every initial parameter (Omnigrok's initial weight norm)
     logit_scale: float = 1.0
     init_scale: float = 1.0
+    ln_position: str = "pre"  # pre | post: where model.layer_norm's norms sit (post: after each residual sum, no final)
 
     @property
     def d_head(self) -> int:

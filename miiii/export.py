@@ -210,6 +210,8 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     if not run.params:
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
     m = cfg.model
+    if m.ln_position != "pre":
+        raise ConfigError("export-adder writes pre-LN models; this one sets model.ln_position = post")
     if m.readout != "all":
         raise ConfigError("export-adder needs a model that predicts a token at every position (readout all)")
     flat = {k: v.astype(np.float32) for k, v in flatten_params(run.params).items()}

@@ -243,17 +243,20 @@ class Block(nn.Module):
         c = self.cfg
         norm = lambda name: make_norm(c, name)  # noqa: E731
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
-        if fold is not None and c.layer_norm:  # LN of every (token, position) pair, gathered by the attention
+        post = c.layer_norm and c.ln_position == "post"  # the norms after each residual sum (the original Transformer)
+        pre = norm if not post else (lambda name: lambda x: x)
+        after = norm if post else (lambda name: lambda x: x)
+        if fold is not None and c.layer_norm and not post:  # LN of every (token, position) pair, read by attention
             fold = PairTable(fold.tokens, norm("ln1")(fold.W_E[:, None] + fold.W_pos[None]))  # table (V, t, d)
             attn_in = h  # unused: Q, K, V come from the table
         else:
-            attn_in = norm("ln1")(h)
+            attn_in = pre("ln1")(h)
         attn_out, attn_acts = Attention(c, self.last_only, name="attn")(attn_in, fold)
         h = h[:, -1:] if self.last_only else h
-        h = drop(h + attn_out)
+        h = after("ln1")(drop(h + attn_out))
         mid = h
-        mlp_out, mlp_acts = MLP(c, name="mlp")(norm("ln2")(h))
-        h = drop(h + mlp_out)
+        mlp_out, mlp_acts = MLP(c, name="mlp")(pre("ln2")(h))
+        h = after("ln2")(drop(h + mlp_out))
         acts = {f"attn.{k}": v for k, v in attn_acts.items()} | {f"mlp.{k}": v for k, v in mlp_acts.items()}
         return h, acts | {"hook_resid_mid": mid, "hook_resid_post": h}
 
@@ -302,7 +305,8 @@ class Transformer(nn.Module):
             fold = EmbedTables(x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
             h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
-        h = make_norm(c, "ln_final")(h)
+        if c.ln_position != "post":  # a post-LN stack ends normalised
+            h = make_norm(c, "ln_final")(h)
         if c.tie_head:
             logits = h @ W_E.T  # (b, t, d_vocab)
         elif c.readout == "all":
@@ -330,7 +334,8 @@ def small_decoder_options(cfg: ModelConfig) -> list[str]:
     """The small-decoder options a config turns on (ModelConfig's head_dim ... ties): the hook points (hooks.py) and
     the TransformerLens export read the paper's and the book's models and refuse these by name."""
     base = ModelConfig()
-    return [k for k in ("head_dim", "n_kv_heads", "rope_theta", "norm", "qk_norm", "mlp_act", "embed", "ties")
+    return [k for k in ("head_dim", "n_kv_heads", "rope_theta", "norm", "qk_norm", "mlp_act", "embed", "ties",
+                        "ln_position")
             if getattr(cfg, k) != getattr(base, k)]
 
 

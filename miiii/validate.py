@@ -163,7 +163,8 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"model.rope_theta = {m.rope_theta} must be >= 0 (0 = off), and rotary positions need an "
                           f"even head size (model.head_dim; now {m.d_head})")
     for key, value, allowed in (("norm", m.norm, ("layer", "rms")), ("mlp_act", m.mlp_act, ("relu", "swiglu")),
-                                ("embed", m.embed, ("table", "arc"))):
+                                ("embed", m.embed, ("table", "arc")),
+                                ("ln_position", m.ln_position, ("pre", "post"))):
         if value not in allowed:
             raise ConfigError(f"model.{key} = '{shown(value)}': choose one of {', '.join(allowed)}")
     if m.embed == "arc" and m.d_model < 2:

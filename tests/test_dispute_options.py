@@ -75,3 +75,16 @@ def test_mse_loss_is_the_squared_error_on_one_hot_targets():
     np.testing.assert_array_equal(np.asarray(acc), np.asarray(acc_ce))
     assert loss_unit("miiii", "mse") == MSE_LOSS_UNIT and loss_unit("miiii") == "cross-entropy / ln q"
     validate(apply_overrides(get_preset("miiii-tiny"), ["train.loss=mse"]))
+
+
+def test_post_ln_normalises_each_residual_sum():
+    """model.ln_position = post: at init (scale 1, bias 0) every block's output has mean 0 and variance 1 over d_model
+    at every position; the pre-LN model's does not."""
+    for position, normalised in (("post", True), ("pre", False)):
+        cfg = apply_overrides(get_preset("addition-tiny"), [f"model.ln_position={position}"])
+        task = make_task(cfg.task)
+        trainer = make_trainer(cfg, task)
+        _, acts = trainer.apply(trainer.init(0).params, jnp.asarray(task.valid.x[:3]))
+        h = np.asarray(acts["blocks.1.hook_resid_post"], np.float64)
+        ok = np.allclose(h.mean(-1), 0, atol=1e-4) and np.allclose(h.var(-1), 1, atol=1e-2)
+        assert ok == normalised, position
