@@ -32,7 +32,7 @@ def cmd_book(args) -> int:
 def cmd_llc(args) -> int:
     from miiii.llc import LLCConfig, llc_over_run
     from miiii.run import load_run
-    from miiii.rundir import write_llc_report
+    from miiii.rundir import LLC, write_llc_report
 
     for k in ("chains", "draws"):
         if getattr(args, k) < 1:
@@ -46,7 +46,7 @@ def cmd_llc(args) -> int:
     print(f"LLC (nβ {report['nbeta']:.1f}, batch {report['batch']}, {cfg.chains} chains x {cfg.draws} draws):")
     for s, v, sd in zip(report["steps"], report["llc"], report["llc_std"], strict=True):
         print(f"  step {s:>7}: {v:9.3f} ± {sd:.3f}")
-    print(f"wrote {args.run_dir / 'llc.json'}")
+    print(f"wrote {args.run_dir / LLC}")
     return 0
 
 
@@ -167,6 +167,7 @@ def cmd_train(args) -> int:
 def train_phases(args, budget: int) -> int:
     """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
     resumed, each later phase started from the one before (train.init_from)."""
+    from miiii.rundir import SUMMARY
     from miiii.runner import resume_run, train_run
 
     if args.overrides or args.steps is not None or args.seed is not None or args.init_from is not None:
@@ -177,7 +178,7 @@ def train_phases(args, budget: int) -> int:
         d = run_dir / f"phase-{k}"
         if before is not None:
             cfg = apply_overrides(cfg, [f"train.init_from={before}"])
-        if (d / "summary.json").is_file():
+        if (d / SUMMARY).is_file():
             print(f"{d}: finished")
         elif d.exists():
             print_summary(resume_run(d, cfg, progress=not args.no_progress, tensorboard=args.tensorboard), d)

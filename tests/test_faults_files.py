@@ -141,9 +141,9 @@ def test_paper_refuses_bad_input_before_training_with_one_line(paper, tmp_path, 
 def test_paper_checks_every_role_before_the_first_trains(paper, tmp_path, monkeypatch, capsys):
     real = paper.role_config
     monkeypatch.setattr(paper, "role_config", lambda role, smoke, variant: apply_overrides(
-        real(role, smoke, variant), ["model.n_heads=3"] if role == "basis" else []))
+        real(role, smoke, variant), ["model.n_heads=5"] if role == "basis" else []))  # d 96: not a multiple
     assert paper.main(["--smoke", "--no-progress", "--out", str(tmp_path / "out")]) == 2
-    one_error(capsys.readouterr().err, "n_heads = 3")
+    one_error(capsys.readouterr().err, "n_heads = 5")
     assert not (tmp_path / "out").exists()
 
 
