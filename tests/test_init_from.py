@@ -61,6 +61,7 @@ def test_a_sweep_refuses_init_from(source, tmp_path, capsys):
     assert "train.init_from" in capsys.readouterr().err
 
 
+@pytest.mark.study  # two trainings and a second call: make test-studies
 def test_a_phased_preset_trains_its_phases_in_order_and_skips_finished_ones(tmp_path, monkeypatch, capsys):
     from miiii import presets
 
