@@ -35,7 +35,11 @@ def test_phase_two_starts_at_phase_ones_parameters(source, tmp_path):
     assert b.config.train.init_from == str(source) and b.config.optim.lr == 3e-4
     assert _same(b.params_at(0), load_run(source).params)
     assert not _same(b.params, load_run(source).params)  # and trained from there
-    c = tmp_path / "c"  # a kept step of the source
+
+
+@pytest.mark.study  # a third training: make test-studies (make test keeps its 10-minute budget)
+def test_a_kept_step_can_be_the_start(source, tmp_path):
+    c = tmp_path / "c"
     assert main(["train", *TINY, "--steps", "20", "--init-from", f"{source}@22", "--run-dir", str(c)]) == 0
     assert _same(load_run(c).params_at(0), load_run(source).params_at(22))
 
