@@ -115,8 +115,7 @@ def make_members(cfg: RunConfig, seeds: int, grid: dict[str, tuple[float, ...]])
     """Every member's config, each validated; their number and seeds are checked before one is built."""
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1, got {seeds}")
-    validate(cfg)
-    if cfg.train.init_from:
+    if validate(cfg).train.init_from:
         raise ConfigError("a sweep starts every member fresh: train.init_from is for `python -m miiii train`")
     if cfg.train.seed + seeds > 2**32:
         raise ConfigError(f"--seeds {seeds:,} from train.seed {cfg.train.seed} runs past the largest seed, 2**32 - 1")

@@ -25,6 +25,7 @@ LAYERS = (
     "optimizers",  # the optimizer registry: optim.optimizer's names and last stages
     "metrics",  # the per-step metrics table
     "tokens",  # how the tasks' numbers become tokens: the grid, the book's sequences, probes, edge cases
+    "taskdata",  # a built task: its splits, loss description and class buckets
     "tasks",  # the task registry: TaskConfig, every rule of a task, its data and loss description
     "config",  # RunConfig and its sections, --set
     "validate",  # every config a run cannot start from (asks the task registry)
