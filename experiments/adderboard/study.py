@@ -44,6 +44,7 @@ class Setting:
     seeds: int = 4
     init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
     seed: int = 0
+    phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
 
 
 SEARCH = (
@@ -52,12 +53,24 @@ SEARCH = (
             ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="sweep-torch/member_005", seed=1),
     Setting("C-62", "the 62-parameter entry's architecture: arc embedding, K = V, O = Q^T, one head, SwiGLU 2, Adam "
             "without weight decay", BASE + TIED_62, ("lr=1e-2,2e-2",), 15_000),
+    Setting("preset-146-phases", "the preset adder-146-phases from its seed: sweep-torch's member 5 and its second "
+            "phase as one command (a solo run is not the vmapped member bit for bit, so phase 1 differs)", (),
+            steps=33_000, phased="adder-146-phases"),
+    Setting("D-62-cur3", "C-62 on 3-digit operands (zero-padded to 10): the first phase of the 62-parameter entry's "
+            "3 -> 6 -> 10-digit curriculum", BASE + TIED_62 + ("task.train_digits=3",), ("lr=1e-2,2e-2",), 10_000),
+    Setting("E-62-cur6", "D-62-cur3's lowest-loss member (lr 1e-2, seed 2) on 6-digit operands: the curriculum's "
+            "second phase", BASE + TIED_62 + ("optim.lr=1e-2", "task.train_digits=6"), steps=10_000,
+            init_from="D-62-cur3/member_002", seed=2),
+    Setting("F-62-cur10", "E-62-cur6 on 10-digit operands: the curriculum's last phase",
+            BASE + TIED_62 + ("optim.lr=1e-2",), steps=25_000, init_from="E-62-cur6", seed=2),
 )
 
 
 def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
+    if s.phased:
+        return ["train", "--preset", s.phased, "--run-dir", str(runs / s.name), "--no-progress"]
     if s.init_from:
         return ["train", "--preset", "adder-146", "--steps", str(s.steps), *sets, "--seed", str(s.seed),
                 "--init-from", str(runs / s.init_from), "--run-dir", str(runs / s.name), "--no-progress"]
@@ -94,14 +107,16 @@ def member_record(run_dir: Path) -> dict | None:
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
     d = runs / s.name
-    members = [d] if s.init_from else sorted(d.glob("member_*"))
+    members = ([sorted(d.glob("phase-*"))[-1]] if s.phased and d.is_dir() else [d] if s.init_from
+               else sorted(d.glob("member_*")))
     recs = [r for m in members if (r := member_record(m)) is not None]
     if not recs:
         return None
     files = [p for m in members for p in (m / "metrics.jsonl", m / "config.json") if p.is_file()]
     wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
     return dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=s.steps,
-                init_from=s.init_from, command="python -m miiii " + " ".join(command(s, runs)),
+                init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
+                command="python -m miiii " + " ".join(command(s, runs)),
                 wall_s=round(wall, 1), members=recs)
 
 
@@ -115,7 +130,8 @@ def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
         for m in rec["members"]:
             if m["exact"] is None or m["exact"] < EXPORT_AT:
                 continue
-            run_dir = runs / rec["name"] / ("" if rec["init_from"] else m["run"])
+            run_dir = runs / rec["name"] / m["run"] if rec["init_from"] and m["run"].startswith("phase-") else (
+                runs / rec["name"] / ("" if rec["init_from"] else m["run"]))
             name = f"adder-{rec['params']}p-{rec['name']}" + ("" if rec["init_from"] else f"-{m['run']}")
             path = out / "submissions" / f"{name}.py"
             path.parent.mkdir(parents=True, exist_ok=True)
