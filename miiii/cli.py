@@ -167,7 +167,7 @@ def cmd_train(args) -> int:
 def train_phases(args, budget: int) -> int:
     """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
     resumed, each later phase started from the one before (train.init_from)."""
-    from miiii.rundir import SUMMARY
+    from miiii.rundir import SUMMARY, read_config
     from miiii.runner import resume_run, train_run
 
     if args.overrides or args.steps is not None or args.seed is not None or args.init_from is not None:
@@ -179,6 +179,9 @@ def train_phases(args, budget: int) -> int:
         if before is not None:
             cfg = apply_overrides(cfg, [f"train.init_from={before}"])
         if (d / SUMMARY).is_file():
+            if read_config(d) != cfg:
+                raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k}; choose a new "
+                                  "--run-dir")
             print(f"{d}: finished")
         elif d.exists():
             print_summary(resume_run(d, cfg, progress=not args.no_progress, tensorboard=args.tensorboard), d)

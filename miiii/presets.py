@@ -310,10 +310,11 @@ def measured_time(name: str, record: Path = TIMINGS) -> str:
 # trains D/phase-1, D/phase-2, ...; the same command again skips the finished phases and resumes a stopped one.
 PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
     "adder-146-phases": (
-        "AdderBoard: adder-146 (146 parameters) in two phases, 12k steps on 300k pairs then 33k on 1M, lr 1e-2, "
-        "PyTorch's init, seed 1 (results/adderboard/)",
+        "AdderBoard: adder-146 (146 parameters) in two phases, 12k steps on 300k pairs then 33k on 1M with a cosine "
+        "decay, lr 1e-2, PyTorch's init, seed 1 (results/adderboard/)",
         (("adder-146", "model.init=torch", "optim.lr=1e-2", "task.n_train=300000", "train.steps=12000", "train.seed=1"),
-         ("adder-146", "model.init=torch", "optim.lr=1e-2", "train.steps=33000", "train.seed=1")),
+         ("adder-146", "model.init=torch", "optim.lr=1e-2", "optim.schedule=cosine", "train.steps=33000",
+          "train.seed=1")),
     ),
 }
 

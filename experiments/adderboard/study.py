@@ -53,9 +53,14 @@ SEARCH = (
             ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="sweep-torch/member_005", seed=1),
     Setting("C-62", "the 62-parameter entry's architecture: arc embedding, K = V, O = Q^T, one head, SwiGLU 2, Adam "
             "without weight decay", BASE + TIED_62, ("lr=1e-2,2e-2",), 15_000),
-    Setting("preset-146-phases", "the preset adder-146-phases from its seed: sweep-torch's member 5 and its second "
-            "phase as one command (a solo run is not the vmapped member bit for bit, so phase 1 differs)", (),
-            steps=33_000, phased="adder-146-phases"),
+    Setting("preset-146-phases", "the preset adder-146-phases from its seed: sweep-torch's member 5 and a second phase "
+            "with a cosine decay as one command (a solo run is not the vmapped member bit for bit: phase 1 differs)",
+            (), steps=33_000, phased="adder-146-phases"),
+    Setting("146-phase2-constant", "the preset's phase 1, then 33k steps at a constant lr 1e-2 (146-phase2-m5's phase "
+            "2)", ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="preset-146-phases/phase-1", seed=1),
+    Setting("146-phase2-cosine", "the preset's phase 1, then 33k steps decaying lr 1e-2 to 0 (cosine): the preset's "
+            "phase 2", ("model.init=torch", "optim.lr=1e-2", "optim.schedule=cosine"), steps=33_000,
+            init_from="preset-146-phases/phase-1", seed=1),
     Setting("D-62-cur3", "C-62 on 3-digit operands (zero-padded to 10): the first phase of the 62-parameter entry's "
             "3 -> 6 -> 10-digit curriculum", BASE + TIED_62 + ("task.train_digits=3",), ("lr=1e-2,2e-2",), 10_000),
     Setting("E-62-cur6", "D-62-cur3's lowest-loss member (lr 1e-2, seed 2) on 6-digit operands: the curriculum's "
