@@ -95,7 +95,13 @@ def rotary(x, pos, theta: float):
     coordinates of e/2 planes, plane i turned by pos * theta^(-2i/e). x: (b, t, heads, e); pos: (t,)."""
     half = x.shape[-1] // 2
     angle = pos[:, None] * theta ** (-2.0 * jnp.arange(half) / x.shape[-1])[None]  # (t, e/2)
-    cos, sin = jnp.cos(angle)[None, :, None], jnp.sin(angle)[None, :, None]
+    return turn_halves(x, jnp.cos(angle)[None, :, None], jnp.sin(angle)[None, :, None])
+
+
+def turn_halves(x, cos, sin):
+    """The last axis' first and second halves as the two coordinates of planes, each turned by (cos, sin): rotary
+    positions and the `rot` tie share it."""
+    half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
@@ -121,13 +127,6 @@ def arc_embedding(arc, d_vocab: int, d_model: int):
     return jnp.pad(circle, ((0, 0), (0, d_model - 2)))
 
 
-def _turn(x, angle):
-    """The last axis' halves as planes, each turned by `angle` (a learned scalar)."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return jnp.concatenate([x1 * jnp.cos(angle) - x2 * jnp.sin(angle), x2 * jnp.cos(angle) + x1 * jnp.sin(angle)], -1)
-
-
 def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: list[tuple[str, object, tuple]]):
     """The module's weights {name: array}: each master a parameter (created in `specs` order, so with no ties the
     parameters and their random draws are the untied model's), each follower its master transformed."""
@@ -146,7 +145,8 @@ def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: l
             if x.shape[-1] % 2:
                 raise ValueError(f"model.ties: {scope}.{name} = {transform}(...) turns pairs of the last axis, whose "
                                  f"size {x.shape[-1]} is odd")
-            x = _turn(x, module.param(f"{name}_angle", nn.initializers.zeros, ()))
+            angle = module.param(f"{name}_angle", nn.initializers.zeros, ())
+            x = turn_halves(x, jnp.cos(angle), jnp.sin(angle))
         if x.shape != tuple(shape):
             raise ValueError(f"model.ties: {scope}.{name} {tuple(shape)} cannot be {transform or 'equal'}({scope}."
                              f"{master} {tuple(w[master].shape)})")

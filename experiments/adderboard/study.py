@@ -135,8 +135,8 @@ def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
         for m in rec["members"]:
             if m["exact"] is None or m["exact"] < EXPORT_AT:
                 continue
-            run_dir = runs / rec["name"] / m["run"] if rec["init_from"] and m["run"].startswith("phase-") else (
-                runs / rec["name"] / ("" if rec["init_from"] else m["run"]))
+            run_dir = runs / rec["name"]  # a solo phase's run, or the folder of members (a sweep) or phases (a preset)
+            run_dir = run_dir if (run_dir / "summary.json").is_file() else run_dir / m["run"]
             name = f"adder-{rec['params']}p-{rec['name']}" + ("" if rec["init_from"] else f"-{m['run']}")
             path = out / "submissions" / f"{name}.py"
             path.parent.mkdir(parents=True, exist_ok=True)
