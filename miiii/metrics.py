@@ -39,6 +39,8 @@ class StepContext(NamedTuple):
     loss_dtype: str = "float32"  # train.loss_dtype (static): the precision softmax_collapse reads the softmax in
     slot_stats: object = None  # (collapsed (b, S) bool, top (b, S)) from the loss's own pass (`softmax_parts`); None:
     # a metric computes them from `logits` (the same function, a second pass over every logit)
+    patterns: tuple = ()  # the training forward's attention patterns, one (b, H, q, k) per layer (q = 1 where the
+    # last layer reads the last position only)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,50 @@ def max_logit(c: StepContext):
     return slot_stats(c)[1].max()
 
 
+def _pattern_rows(c: StepContext, p):
+    """p (b, H, q, k) with a padded batch's rows (weight 0) zeroed, and the count of rows that count."""
+    if c.weight is None:
+        return p, p.shape[0]
+    return p * c.weight[:, None, None, None], c.weight.sum()
+
+
+def head_similarity(c: StepContext):
+    """() Verma (2026)'s mean pairwise attention-head cosine similarity: per layer, the cosine between two heads'
+    patterns taken as vectors over the batch's (sample, query, key) entries, averaged over the layer's head pairs,
+    then over layers. NaN for a one-head model (no pair)."""
+    import jax.numpy as jnp
+
+    per_layer = []
+    for p in c.patterns:
+        H = p.shape[1]
+        if H < 2:
+            continue
+        flat = _pattern_rows(c, p)[0].transpose(1, 0, 2, 3).reshape(H, -1)  # (H, b*q*k)
+        unit = flat / jnp.maximum(jnp.linalg.norm(flat, axis=1, keepdims=True), 1e-30)
+        i, j = np.triu_indices(H, 1)
+        per_layer.append((unit @ unit.T)[i, j].mean())
+    return jnp.stack(per_layer).mean() if per_layer else jnp.float32(jnp.nan)
+
+
+def head_entropies(c: StepContext):
+    """(layers * H,) each head's attention entropy in nats, averaged over the batch's samples and the head's
+    queries (a masked key, probability 0, adds 0)."""
+    import jax.numpy as jnp
+
+    out = []
+    for p in c.patterns:
+        ent = -jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0).sum(-1)  # (b, H, q)
+        rows, n = _pattern_rows(c, ent[..., None])
+        out.append(rows[..., 0].sum((0, 2)) / (n * p.shape[2]))
+    return jnp.concatenate(out)
+
+
+def entropy_spread(c: StepContext):
+    """() Verma (2026)'s entropy standard deviation, read as the spread over heads: the standard deviation of
+    `head_entropies` over every layer's heads (0 when they all attend alike)."""
+    return head_entropies(c).std()
+
+
 def _total_norm(tree):
     import jax.numpy as jnp
 
@@ -148,7 +194,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("softmax_collapse", "task", True, softmax_collapse,
            "each task's share of the batch whose softmax (in train.loss_dtype) puts exactly 1 on the correct class"),
     Metric("max_logit", "scalar", True, max_logit, "the largest logit of the batch"),
+    Metric("head_similarity", "scalar", True, head_similarity,
+           "mean cosine similarity of the attention patterns of every pair of heads in a layer (NaN: one head)"),
+    Metric("entropy_spread", "scalar", True, entropy_spread,
+           "standard deviation over heads of each head's mean attention entropy (nats)"),
 )
+ATTENTION_METRICS = ("head_similarity", "entropy_spread")  # read the forward's attention patterns
 
 
 def live(metrics: tuple[Metric, ...] | None) -> tuple[Metric, ...]:

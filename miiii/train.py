@@ -245,14 +245,15 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
         opt = make_optimizer(cfg.optim, cfg.train.steps, hp["optim"]) if "optim" in hp else tx
 
         def loss_fn(params):
-            logits, _ = apply(params, x, train=True, key=dropout_key, dropout_rate=hp.get("model", {}).get("dropout"),
-                              bucketed=True)
+            logits, acts = apply(params, x, train=True, key=dropout_key,
+                                 dropout_rate=hp.get("model", {}).get("dropout"), bucketed=True)
             loss, task_loss, task_acc, slots = loss_and_metrics(logits, y, data["spec"], buckets, weight,
                                                                 stats=True, **loss_kind(cfg))
-            return loss, (task_loss, task_acc, jax.lax.stop_gradient(logits), slots)
+            patterns = tuple(acts[k] for k in sorted(acts) if k.endswith("attn.hook_pattern"))  # unread: dead code
+            return loss, (task_loss, task_acc, jax.lax.stop_gradient((logits, patterns)), slots)
 
-        (loss, (train_loss, train_acc, logits, slots)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.params)
+        (loss, (train_loss, train_acc, (logits, patterns), slots)), grads = jax.value_and_grad(
+            loss_fn, has_aux=True)(state.params)
         k = train_loss.shape[0]
 
         def validate():
@@ -265,7 +266,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
                 is_due(t, eval_every), validate, lambda: (jnp.full((k,), jnp.nan), jnp.full((k,), jnp.nan)))
         ctx = M.StepContext(loss, train_loss, train_acc, valid_loss, valid_acc, state.params, grads, logits, y,
                             data["spec"], buckets or ((0, y.shape[1], logits.shape[-1]),), weight, cfg.train.loss_dtype,
-                            slots)
+                            slots, patterns)
         out = M.compute(ctx, metrics)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

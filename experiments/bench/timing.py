@@ -47,15 +47,18 @@ BASE_METRICS = ("loss", "train_loss", "train_acc", "valid_loss", "valid_acc")  #
 
 def metrics_cost(preset: str, sets: list[str], steps: int, repeats: int = 3) -> dict:
     """The per-step measures' cost (metrics.METRICS beyond the losses and accuracies: gradient and weight norms,
-    softmax collapse, the largest logit): steps/s with the whole table and with BASE_METRICS only, each the median
-    of `repeats` chunks, interleaved so a load that comes and goes hits both alike."""
+    softmax collapse, the largest logit, the attention diagnostics): steps/s with the whole table, with BASE_METRICS
+    only, and with the whole table but metrics.ATTENTION_METRICS (their own cost), each the median of `repeats`
+    chunks, interleaved so a load that comes and goes hits all three alike."""
     from miiii import metrics as M
 
     cfg = apply_overrides(get_preset(preset), [f"steps={steps * (repeats + 1)}", f"chunk={steps}", *sets])
     task = prepare(cfg)
     data = task_data(task)
     base = tuple(m for m in M.METRICS if m.name in BASE_METRICS)
-    trainers = {"all": make_trainer(cfg, task), "base": make_trainer(cfg, task, metrics=base)}
+    no_attention = tuple(m for m in M.METRICS if m.name not in M.ATTENTION_METRICS)
+    trainers = {"all": make_trainer(cfg, task), "base": make_trainer(cfg, task, metrics=base),
+                "no_attention": make_trainer(cfg, task, metrics=no_attention)}
     states = {k: t.init(0) for k, t in trainers.items()}
     times = {k: [] for k in trainers}
     for i in range(repeats + 1):  # the first chunk compiles: not timed
@@ -68,7 +71,9 @@ def metrics_cost(preset: str, sets: list[str], steps: int, repeats: int = 3) -> 
     med = {k: float(np.median(v)) for k, v in times.items()}
     return dict(preset=preset, steps=steps, measures=[m.name for m in M.METRICS if m.name not in BASE_METRICS],
                 steps_per_s_all=steps / med["all"], steps_per_s_base=steps / med["base"],
-                cost=med["all"] / med["base"] - 1)
+                cost=med["all"] / med["base"] - 1, attention=list(M.ATTENTION_METRICS),
+                steps_per_s_no_attention=steps / med["no_attention"],
+                attention_cost=med["all"] / med["no_attention"] - 1)
 
 
 def time_recorded(preset: str, sets: list[str], steps: int, chunk: int) -> dict:
