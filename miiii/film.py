@@ -2,7 +2,8 @@
 time. Each frame: the token embedding's Fourier spectrum (grid tasks; recorded `W_E`), the most active MLP neurons
 over the (x0, x1) grid (grid tasks; recorded `blocks.0.mlp.hook_post` over `record.inputs=grid`) or the attention
 of each layer on the first probe (the book's tasks; recorded `blocks.{i}.attn.hook_pattern`), and the per-task
-validation accuracy with a marker at the frame's step. Pillow (a matplotlib dependency) writes the GIF; an `.mp4`
+validation accuracy with a marker at the frame's step; with the local learning coefficient (`python -m miiii llc
+RUN`, RUN/llc.json) between them. Pillow (a matplotlib dependency) writes the GIF; an `.mp4`
 needs ffmpeg on the PATH. Reads the run directory only (no jax).
 """
 
@@ -18,6 +19,7 @@ from miiii.config import ConfigError
 from miiii.plots_neurons import top_neurons
 from miiii.plotstyle import OKABE_ITO, colorbar, grok_heading, grok_lines, plt, run_title, sample_steps, task_grok
 from miiii.run import Run, load_run
+from miiii.rundir import read_llc_report
 
 NEURONS = "blocks.0.mlp.hook_post"
 MIN_FRAMES = 8  # fewer recorded steps than this is a slide show, not a film
@@ -116,6 +118,17 @@ def _accuracy(ax, run: Run, step: int) -> None:
            title=f"validation accuracy; dotted: grok\n{grok_heading(task_grok(m))}")
 
 
+def _llc(ax, report: dict, step: int) -> None:
+    """λ̂ at the run's kept steps (llc.json), the ones up to the frame's step dark, the rest pale."""
+    steps, llc, sd = (np.asarray(report[k], np.float64) for k in ("steps", "llc", "llc_std"))
+    done = steps <= step
+    ax.errorbar(steps + 1, llc, yerr=sd, color="0.75", lw=1, capsize=2)
+    ax.errorbar(steps[done] + 1, llc[done], yerr=sd[done], color="k", lw=1.5, capsize=2)
+    ax.axvline(step + 1, color="k", lw=1)
+    ax.set(xscale="log", xlabel="step + 1 (log)", ylabel="λ̂",
+           title="local learning coefficient\n(kept steps; ± chains)")
+
+
 def frames(run: Run, max_frames: int = MAX_FRAMES):
     """Each frame as an RGB array (H, W, 3), in step order."""
     _, steps = plan_frames(run, max_frames)
@@ -135,6 +148,9 @@ def frames(run: Run, max_frames: int = MAX_FRAMES):
         tops = np.where(tops > 0, tops, 1.0)
     elif heads:
         panels += ["attention"] * len(heads)
+    llc = read_llc_report(run.path)
+    if llc is not None:
+        panels.append("llc")
     panels.append("accuracy")
     for step in steps:
         fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.0), layout="constrained")
@@ -147,6 +163,8 @@ def frames(run: Run, max_frames: int = MAX_FRAMES):
             _neurons(axes[i:i + SHOWN_NEURONS], run, int(step), which, tops)
         elif "attention" in panels:
             _attention(axes[i:i + len(heads)], run, int(step), heads)
+        if llc is not None:
+            _llc(axes[-2], llc, int(step))
         _accuracy(axes[-1], run, int(step))
         fig.suptitle(f"{run_title(run)}: step {int(step)}", fontsize=10)
         fig.canvas.draw()

@@ -8,7 +8,6 @@ figure is a `fig_*` in one of the two and one `FIGURES` entry. Numbers shown in 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +46,7 @@ from miiii.plotstyle import (  # noqa: E402
     task_grok,
 )
 from miiii.run import Run, load_run  # noqa: E402
+from miiii.rundir import read_llc_report  # noqa: E402
 from miiii.tasks import loss_unit, task_spec  # noqa: E402
 from miiii.tokens import is_prime  # noqa: E402
 
@@ -199,10 +199,9 @@ def draw_llc(run: Run):
     mean ± std over chains (each task's thin, for a multi-task run), the steps where tasks grokked dashed; below, the
     chains' mean loss trace at each step, the diagnostic for the SGLD settings (it should level off). None when the
     run has no llc.json."""
-    path = Path(run.path) / "llc.json"
-    if not path.is_file():
+    r = read_llc_report(run.path)
+    if r is None:
         return None
-    r = json.loads(path.read_text())
     steps, llc, sd = np.asarray(r["steps"]) + 1, np.asarray(r["llc"]), np.asarray(r["llc_std"])
     fig, (ax, tr) = plt.subplots(2, 1, figsize=(7, 6), layout="constrained")
     tasks = np.asarray(r["llc_tasks"])

@@ -181,6 +181,12 @@ def write_llc_report(run_dir: Path, report: dict) -> None:
     write_checked(Path(run_dir) / LLC, Path.write_text, json.dumps(report, indent=1))
 
 
+def read_llc_report(run_dir: Path) -> dict | None:
+    """llc.json as `write_llc_report` wrote it, or None when the run has none (`python -m miiii llc` not run)."""
+    path = Path(run_dir) / LLC
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def flatten_params(params, prefix: str = "") -> dict[str, np.ndarray]:
     """Nested dict of arrays (numpy or jax) -> {'/'-joined key path: numpy array}, the layout of params.npz, in
     sorted key order at every level (the order of `jax.tree.leaves` on a dict)."""

@@ -585,3 +585,27 @@ def test_the_films_neuron_titles_are_the_models_indices():
 
     assert model_neuron(SimpleNamespace(acts_index={"neurons": [5, 9, 11]}), 1) == 9
     assert model_neuron(SimpleNamespace(acts_index={}), 1) == 1
+
+
+def test_the_film_shows_the_llc_when_the_run_has_one(runs, monkeypatch):
+    """With RUN/llc.json (`python -m miiii llc`) each frame gains the λ̂ panel, cursor at the frame's step."""
+    from miiii import film as F
+
+    run = load_run(runs["nanda"])
+    plain = next(F.frames(run, 8))
+    last = int(F.plan_frames(run, 8)[1][-1])
+    report = {"steps": [0, last // 2, last], "llc": [1.0, 5.0, 3.0], "llc_std": [0.1, 0.2, 0.1]}
+    monkeypatch.setattr(F, "read_llc_report", lambda path: report)
+    drawn = []
+    monkeypatch.setattr(F, "_llc", lambda ax, r, step: drawn.append((r, step)))
+    with_llc = list(F.frames(run, 8))
+    assert len(with_llc) == 8 and with_llc[0].shape[0] == plain.shape[0] and with_llc[0].shape[1] > plain.shape[1]
+    assert [s for _, s in drawn] == [int(s) for s in F.plan_frames(run, 8)[1]] and drawn[0][0] is report
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    monkeypatch.undo()
+    F._llc(ax, report, last // 2)  # the kept steps up to the frame's dark, the rest pale, a line at step + 1
+    dark = [c for c in ax.containers if c.lines[0].get_color() == "k"][0]
+    assert list(dark.lines[0].get_xdata()) == [1, last // 2 + 1] and ax.lines[-1].get_xdata()[0] == last // 2 + 1
+    plt.close(fig)
