@@ -167,6 +167,18 @@ $(VENV_TL4)/.installed: pyproject.toml
 test-tl4: $(VENV_TL4)/.installed  ## the same round trip against TransformerLens 4 (TransformerBridge.boot_native), in its own .venv-tl4
 	$(VENV_TL4)/bin/python -m pytest -q tests/test_transformerlens.py $(ARGS)
 
+# devinterp (the `llc` extra) pulls transformers, datasets and zarr: a venv of its own, as .venv-tl4
+.PHONY: test-llc
+VENV_LLC ?= .venv-llc
+$(VENV_LLC)/.installed: pyproject.toml
+	test -x $(VENV_LLC)/bin/python || $(PY) -m venv $(VENV_LLC)
+	$(VENV_LLC)/bin/python -m pip install -q --upgrade pip
+	$(VENV_LLC)/bin/python -m pip install -q "$(TORCH)" -e ".[dev,llc]" --extra-index-url $(TORCH_INDEX)
+	touch $@
+
+test-llc: $(VENV_LLC)/.installed  ## the LLC estimator against devinterp's own SGLD on the same model and data (tests/test_llc_devinterp.py), in its own .venv-llc with CPU torch
+	$(VENV_LLC)/bin/python -m pytest -q -s tests/test_llc_devinterp.py $(ARGS)
+
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
