@@ -29,6 +29,8 @@ PAPER = (("results/paper-cpu/results.md", "this codebase's definitions"),
          ("results/paper-cpu-original/results.md", "the original code's choices"))
 BOOK = ("results/book/seeds.md", "results/book/unstated.md", "results/book/findings.md")
 STABILITY = "results/stability/results.md"
+DISPUTES = (("results/wd_regimes/results.md", "Verma (2026), weight decay regimes"),
+            ("results/muon/results.md", "Muon: Tveit et al. (2025) against Essential AI (2025)"))
 SHORT = 70  # characters of a claim's quotation in a reference to it (a re-reading row names its sentence so)
 
 
@@ -110,6 +112,17 @@ def stability_rows(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def dispute_rows(path: Path) -> dict[str, str]:
+    """'who: claim' -> verdict from a dispute study's table (experiments/disputes.py: # | who | claim | where | rule
+    | measured | verdict)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if re.match(r"^\| \d+ \| ", line) and line.count(" | ") >= 6:
+            c = cells(line)
+            out[f"{c[1]}: {c[2]}"] = verdict(c[6])
+    return out
+
+
 def table(root: Path = ROOT) -> str:
     papers = [(paper_rows(root / f), label) for f, label in PAPER]
     claims = list(dict.fromkeys(k for rows, _ in papers for k in rows))
@@ -132,6 +145,11 @@ def table(root: Path = ROOT) -> str:
                   f"[{STABILITY}]({STABILITY})):", "", "| claim | " + " | ".join(tasks) + " |",
                   "|" + " --- |" * (len(tasks) + 1)]
         lines += [f"| {c} | " + " | ".join(v.get(t, "–") for t in tasks) + " |" for c, v in rows.items()]
+    for f, label in DISPUTES:
+        if (root / f).is_file():
+            lines += ["", f"{label}, at CPU scale (the scale in [{f}]({f})):", "", "| claim | verdict |",
+                      "| --- | --- |"]
+            lines += [f"| {c} | {v} |" for c, v in dispute_rows(root / f).items()]
     return "\n".join([*lines, "", END])
 
 
@@ -153,6 +171,7 @@ def summary(root: Path = ROOT) -> str:
     if (root / STABILITY).is_file():
         studies.append(("Prieto et al. (2025), numerical stability", STABILITY,
                         [v for row in stability_rows(root / STABILITY).values() for v in row.values()]))
+    studies += [(label, f, dispute_rows(root / f).values()) for f, label in DISPUTES if (root / f).is_file()]
     lines = [START, "", f"Every claim, quoted whole, with its verdict: [{FINDINGS}]({FINDINGS}). How many verdicts "
              "(a claim read two ways has two) say what:", "",
              "| study | " + " | ".join(SHOWN) + " |", "| --- | --- | --- | --- |"]

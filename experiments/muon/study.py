@@ -1,0 +1,130 @@
+"""Does Muon grok faster? Tveit, Remseth & Skogvold, "Muon Optimizer Accelerates Grokking" (arXiv 2504.16041)
+against Essential AI, "Muon Doesn't Clearly Grok Faster" (blog, 20 June 2025), judged side by side on the same
+runs: nanda-tiny trained with AdamW and with Muon (optim.optimizer=muon: Muon on the hidden matrices, AdamW on the
+embeddings, unembedding and biases, as both sources train it) at the preset's own setting and at three variations
+Essential AI names (a smaller batch, a wider embedding, a deeper model), every seed of a setting one vmapped sweep.
+
+The time a member takes is Tveit et al.'s grokking epoch: the first step at which validation accuracy reaches
+0.95 (`reach95`; full-batch steps are epochs). A member that never reaches it counts at the budget's end, a lower
+bound on its time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from experiments.disputes import Claim, Setting, Study
+
+ALPHA = 0.05  # a difference is significant at this two-sided Welch t-test level
+SENSITIVE = 1.5  # "highly sensitive": the median time moves by at least this factor
+VARIATIONS = {"batch 128": ("train.batch_size=128",), "d 128": ("model.d_model=128", "model.d_mlp=512"),
+              "2 layers": ("model.n_layers=2",)}
+BASE = "preset"
+TVEIT = "Tveit et al. (2025)"
+ESSENTIAL = "Essential AI (2025)"
+TVEIT_SRC = "arXiv 2504.16041, abstract"
+ESSENTIAL_SRC = "\"Muon Doesn't Clearly Grok Faster\", Essential AI blog, 20 June 2025, opening section"
+STEPS = 4000
+
+
+def name(opt: str, variation: str) -> str:
+    return f"{opt}, {variation}"
+
+
+SETTINGS = tuple(Setting(name(opt, v), sets + (("optim.optimizer=muon",) if opt == "Muon" else ()))
+                 for v, sets in (("preset", ()), *VARIATIONS.items()) for opt in ("AdamW", "Muon"))
+
+
+def times(members: list[dict]) -> list[float]:
+    """Each member's first step at validation accuracy 0.95 (every task), the budget for one that never does."""
+    out = []
+    for m in members:
+        steps = list(m["reach95"].values())
+        out.append(float(m["steps"]) if any(s is None for s in steps) else float(max(steps)))
+    return out
+
+
+def compare(runs: dict, variation: str) -> tuple[bool, str]:
+    """(Muon faster: its mean time lower, a two-sided Welch t-test p < ALPHA, every Muon seed reaching 0.95), and
+    what was measured."""
+    a, m = times(runs[name("AdamW", variation)]), times(runs[name("Muon", variation)])
+    t, p = stats.ttest_ind(a, m, equal_var=False)
+    reached = all(x < runs[name("Muon", variation)][0]["steps"] for x in m)
+    faster = bool(np.mean(m) < np.mean(a) and p < ALPHA and reached)
+    return faster, (f"{variation}: AdamW {np.mean(a):,.0f} ± {np.std(a):,.0f}, Muon {np.mean(m):,.0f} ± "
+                    f"{np.std(m):,.0f} (t = {t:.2f}, p = {p:.2g})")
+
+
+def variations(runs: dict) -> list[str]:
+    return [v for v in (BASE, *VARIATIONS) if name("AdamW", v) in runs]
+
+
+def rule_faster_here(runs: dict) -> tuple[bool | None, str]:
+    """holds if, at the preset's own setting, Muon's mean step to validation accuracy 0.95 is lower than AdamW's
+    and a two-sided Welch t-test over the seeds gives p < 0.05, every Muon seed reaching 0.95 (a member that never
+    does counts at the budget's end)."""
+    return compare(runs, BASE)
+
+
+def rule_faster_everywhere(runs: dict) -> tuple[bool | None, str]:
+    """holds if Muon is faster by the same test in every setting (the preset's and each variation), as "across all
+    configurations" says; does not hold if any setting is not."""
+    out = [compare(runs, v) for v in variations(runs)]
+    return all(f for f, _ in out), "; ".join(s for _, s in out)
+
+
+def rule_faster_somewhere(runs: dict) -> tuple[bool | None, str]:
+    """holds if Muon is faster by the same test in at least one setting."""
+    out = [compare(runs, v) for v in variations(runs)]
+    return any(f for f, _ in out), "faster in: " + (", ".join(v for v, (f, _) in zip(variations(runs), out,
+                                                                                     strict=True) if f) or "none")
+
+
+def rule_disappears(runs: dict) -> tuple[bool | None, str]:
+    """holds if Muon is faster at the preset's setting and not faster, by the same test, in at least one of the
+    variations (batch, width, depth); does not hold if it stays faster in every one; not testable when it is not
+    faster at the preset's setting (there is no advantage to disappear)."""
+    base, _ = compare(runs, BASE)
+    rest = {v: compare(runs, v)[0] for v in VARIATIONS if name("AdamW", v) in runs}
+    said = "faster at the preset: " + ("yes" if base else "no") + "; in the variations: " + ", ".join(
+        f"{v} {'yes' if f else 'no'}" for v, f in rest.items())
+    if not base:
+        return None, said
+    return not all(rest.values()), said
+
+
+def rule_sensitive(runs: dict) -> tuple[bool | None, str]:
+    """holds if, for each optimizer, the median step to 0.95 at batch 128 and at d 128 each differ from the
+    preset's by a factor of at least 1.5, either way."""
+    ok, said = True, []
+    for opt in ("AdamW", "Muon"):
+        base = np.median(times(runs[name(opt, BASE)]))
+        for v in ("batch 128", "d 128"):
+            f = np.median(times(runs[name(opt, v)])) / base
+            ok &= max(f, 1 / f) >= SENSITIVE
+            said.append(f"{opt} {v}: x{f:.2f}")
+    return bool(ok), ", ".join(said)
+
+
+STUDY = Study(
+    name="muon",
+    title="Does Muon grok faster? Tveit et al. (2025) against Essential AI (2025), at CPU scale",
+    preset="nanda-tiny", steps=STEPS,
+    scale="nanda-tiny ((x0 + x1) mod 37, d 64, one layer, grokfast, lr 3e-3, weight decay 1), "
+          f"{STEPS:,} steps, full batch unless the setting says",
+    settings=SETTINGS,
+    claims=(
+        Claim(TVEIT, "\"Muon reduced the mean grokking epoch from 153.09 to 102.89 across all configurations, a "
+                     "statistically significant difference (t = 5.0175, p = 6.33e-08)\" (at the preset's setting)",
+              TVEIT_SRC, rule_faster_here),
+        Claim(TVEIT, "the same sentence, \"across all configurations\" (every setting here)", TVEIT_SRC,
+              rule_faster_everywhere),
+        Claim(ESSENTIAL, "\"Muon indeed groks faster than AdamW under certain conditions\"", ESSENTIAL_SRC,
+              rule_faster_somewhere),
+        Claim(ESSENTIAL, "\"when exploring a wider range of hyperparameters and model sizes, this advantage "
+                         "disappears\"", ESSENTIAL_SRC, rule_disappears),
+        Claim(ESSENTIAL, "\"The onset and duration of grokking were highly sensitive to factors such as batch size "
+                         "and embedding dimension\" (the onset)", ESSENTIAL_SRC, rule_sensitive),
+    ),
+)

@@ -1,0 +1,178 @@
+"""The dispute studies' rules on synthetic members, each both ways, and their bundles regenerated from the committed
+summaries (experiments/disputes.py, experiments/<study>/study.py)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments import disputes as D
+from experiments.wd_regimes import study as W
+
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = [0, 10, 100, 200, 400, 800, 1600, 2999]
+
+
+def member(wd=None, grok=None, train_end=1.0, seed=0, hs=None, es=None, values=None):
+    hs = hs or [0.5] * len(STEPS)
+    es = es or [0.1] * len(STEPS)
+    return {"seed": seed, "values": values if values is not None else {W.WD: wd}, "grok": {"37": grok},
+            "fit": {"37": 100}, "valid_end": {"37": 1.0 if grok else 0.3}, "train_end": {"37": train_end},
+            "steps": 3000, "curve": {"step": STEPS, "valid_acc": [0.0] * len(STEPS), "train_acc": [1.0] * len(STEPS),
+                                     "head_similarity": hs, "entropy_spread": es,
+                                     "weight_norm_total": [1.0] * len(STEPS)}}
+
+
+def grid(spec: dict, seeds: int = 5) -> dict:
+    """{wd: (grok step or None, train_end) or a list of those per seed} -> runs."""
+    out = []
+    for wd, v in spec.items():
+        per = v if isinstance(v, list) else [v] * seeds
+        out += [member(wd, g, te, s) for s, (g, te) in enumerate(per)]
+    return {W.SETTING: out}
+
+
+MEMO, COLLAPSE = (None, 1.0), (None, 0.2)
+
+
+def test_regimes_separate_only_in_order_and_all_three():
+    good = grid({0.0: MEMO, 0.01: MEMO, 0.03: (800, 1.0), 0.1: (400, 1.0), 3.0: COLLAPSE})
+    assert W.rule_separates(good)[0] is True
+    assert "0.03: grokking" in W.rule_separates(good)[1]
+    no_collapse = grid({0.0: MEMO, 0.03: (800, 1.0), 3.0: (300, 1.0)})
+    assert W.rule_separates(no_collapse)[0] is False
+    disordered = grid({0.0: (800, 1.0), 0.03: MEMO, 3.0: COLLAPSE})
+    assert W.rule_separates(disordered)[0] is False
+    split = [(800, 1.0)] * 3 + [MEMO] * 2  # 3 of 5: mixed, allowed between memorisation and grokking
+    assert W.rule_separates(grid({0.0: MEMO, 0.01: split, 0.03: (800, 1.0), 3.0: COLLAPSE}))[0] is True
+    assert W.rule_separates(grid({0.0: split, 0.03: (800, 1.0), 3.0: COLLAPSE}))[0] is False  # mixed at an end
+
+
+def test_the_boundary_inside_outside_and_undecided():
+    inside = grid({0.003: MEMO, 0.0109: MEMO, 0.0158: (900, 1.0), 0.02: (700, 1.0), 0.1: (300, 1.0)})
+    assert W.boundary(inside[W.SETTING]) == (0.0109, 0.0158) and W.rule_boundary(inside)[0] is True
+    below = grid({0.001: MEMO, 0.003: (900, 1.0), 0.0109: (700, 1.0)})
+    assert W.rule_boundary(below)[0] is False
+    coarse = grid({0.003: MEMO, 0.1: (300, 1.0)})  # 0.003 .. 0.1 contains their interval: cannot place it
+    assert W.rule_boundary(coarse)[0] is None
+    assert W.rule_boundary(grid({0.003: MEMO, 0.1: MEMO}))[0] is None
+
+
+def test_the_exponent_is_fitted_above_the_boundary():
+    lo, hi = 0.0109, 0.0158
+    lc = np.sqrt(lo * hi)
+    wds = [0.0158, 0.02, 0.03, 0.1, 0.3]
+    spec = {0.003: MEMO, lo: MEMO} | {wd: (int(round(1e3 * (wd - lc) ** -0.757)), 1.0) for wd in wds}
+    nu, r2, pts = W.power_law(grid(spec)[W.SETTING])
+    assert nu == pytest.approx(0.757, abs=0.01) and r2 > 0.99 and len(pts) == len(wds)
+    assert W.rule_exponent(grid(spec))[0] is True
+    steep = {0.003: MEMO, lo: MEMO} | {wd: (int(round(1e2 * (wd - lc) ** -1.5)), 1.0) for wd in wds}
+    assert W.rule_exponent(grid(steep))[0] is False
+    flat = {0.003: MEMO, lo: MEMO} | {wd: (t, 1.0) for wd, t in zip(wds, [500, 900, 300, 800, 400], strict=True)}
+    assert W.power_law(grid(flat)[W.SETTING])[1] < W.MIN_R2 and W.rule_exponent(grid(flat))[0] is False
+    assert W.rule_exponent(grid({0.003: MEMO, lo: MEMO, 0.1: (300, 1.0)}))[0] is None  # one point
+
+
+def test_diagnostics_track_only_against_a_still_control():
+    step_at = lambda t, lo, hi: [lo if s < t else hi for s in STEPS]  # noqa: E731
+    grokking = [member(0.1, 400, seed=s, hs=step_at(400, 0.2, 0.8), es=step_at(400, 0.5, 0.1)) for s in range(4)]
+    still = [member(0.0, None, seed=s) for s in range(4)]
+    assert W.rule_tracks({W.SETTING: grokking + still})[0] is True
+    moving = [member(0.0, None, seed=s, hs=step_at(400, 0.2, 0.8), es=step_at(400, 0.5, 0.1)) for s in range(4)]
+    assert W.rule_tracks({W.SETTING: grokking + moving})[0] is False  # the control moves as much: no tracking
+    half = [member(0.1, 400, seed=s, hs=step_at(400, 0.2, 0.8)) for s in range(4)]  # entropy spread never moves
+    assert W.rule_tracks({W.SETTING: half + still})[0] is False
+    assert W.rule_tracks({W.SETTING: grokking + still[:2]})[0] is None
+
+
+def test_member_summary_reads_a_metrics_table():
+    from types import SimpleNamespace
+
+    T = 50
+    step = np.arange(T)
+    va = np.full((T, 1), np.nan)
+    va[::5, 0] = np.linspace(0, 1, 10)
+    metrics = {"step": step, "task_names": np.array(["37"]), "valid_acc": va, "train_acc": np.ones((T, 1)),
+               "head_similarity": np.linspace(0, 1, T), "entropy_spread": np.zeros(T)}
+    cfg = SimpleNamespace(train=SimpleNamespace(seed=3), optim=SimpleNamespace(weight_decay=0.5))
+    s = D.member_summary(metrics, cfg, [W.WD])
+    assert s["seed"] == 3 and s["values"] == {W.WD: 0.5} and s["grok"] == {"37": 45} and s["fit"] == {"37": 0}
+    assert s["curve"]["step"][-1] == T - 1 and s["curve"]["valid_acc"][-1] == 1.0
+    assert np.isnan(s["curve"]["weight_norm_total"]).all()  # a metric the run lacks
+    json.dumps(D.member_summary(metrics, cfg, [W.WD]), allow_nan=True)
+
+
+@pytest.mark.parametrize("name", ["wd_regimes", "muon"])
+def test_a_committed_bundle_is_its_summaries(name):
+    out = ROOT / "results" / name
+    if not (out / "summaries" / "runs.json").is_file():
+        pytest.skip(f"results/{name} not committed yet")
+    import importlib
+
+    study = importlib.import_module(f"experiments.{name}.study").STUDY
+    assert D.write_bundle(study, out, check=True) == 0
+
+
+def muon_runs(times: dict, steps: int = 4000) -> dict:
+    """{setting: [time to 0.95 or None per seed]} -> runs of members with that reach95."""
+    from experiments.muon import study as Mu
+
+    out = {}
+    for s in Mu.SETTINGS:
+        ts = times.get(s.name, [1000, 1100, 900, 1050, 950])
+        out[s.name] = [dict(member(values={}), reach95={"37": t}, steps=steps) for t in ts]
+    return out
+
+
+def test_muon_faster_only_when_significant_and_every_seed_reaches():
+    from experiments.muon import study as Mu
+
+    fast = [500, 520, 480, 510, 490]
+    assert Mu.rule_faster_here(muon_runs({"Muon, preset": fast}))[0] is True
+    assert Mu.rule_faster_here(muon_runs({}))[0] is False  # the same times: no difference
+    noisy = [300, 1900, 400, 1800, 500]  # a lower mean, but not significant
+    assert Mu.rule_faster_here(muon_runs({"Muon, preset": noisy}))[0] is False
+    assert Mu.rule_faster_here(muon_runs({"Muon, preset": fast[:4] + [None]}))[0] is False  # a seed never reached
+    assert Mu.times([dict(member(values={}), reach95={"37": None}, steps=4000)]) == [4000.0]
+
+
+def test_muon_the_two_sides_on_the_same_runs():
+    from experiments.muon import study as Mu
+
+    fast = [500, 520, 480, 510, 490]
+    everywhere = muon_runs({s.name: fast for s in Mu.SETTINGS if s.name.startswith("Muon")})
+    assert Mu.rule_faster_everywhere(everywhere)[0] is True and Mu.rule_disappears(everywhere)[0] is False
+    assert Mu.rule_faster_somewhere(everywhere)[0] is True
+    only_here = muon_runs({"Muon, preset": fast})
+    assert Mu.rule_faster_everywhere(only_here)[0] is False and Mu.rule_disappears(only_here)[0] is True
+    assert Mu.rule_faster_somewhere(only_here)[0] is True
+    nowhere = muon_runs({})
+    assert Mu.rule_disappears(nowhere)[0] is None and Mu.rule_faster_somewhere(nowhere)[0] is False
+
+
+def test_muon_sensitivity_needs_both_factors_for_both_optimizers():
+    from experiments.muon import study as Mu
+
+    slow = [2000, 2100, 1900, 2050, 1950]  # x2 the preset's median
+    quick = [500, 520, 480, 510, 490]  # x0.5
+    moved = {"AdamW, batch 128": slow, "Muon, batch 128": slow, "AdamW, d 128": quick, "Muon, d 128": quick}
+    assert Mu.rule_sensitive(muon_runs(moved))[0] is True
+    assert Mu.rule_sensitive(muon_runs({**moved, "Muon, d 128": [1000] * 5}))[0] is False
+
+
+def test_results_md_renders_the_verdicts_and_the_headline_reads_them(tmp_path):
+    from experiments.headline import dispute_rows
+
+    runs = grid({0.0: MEMO, 0.0158: MEMO, 0.1: MEMO, 1.0: (800, 1.0), 2.0: (500, 1.0), 3.0: (400, 1.0),
+                 10.0: COLLAPSE})
+    summary = {"seeds": 5, "steps": 3000, "wall_s": {W.SETTING: 12.0}, "runs": runs, "provenance": {"commit": "x"}}
+    (tmp_path / "summaries").mkdir()
+    (tmp_path / "summaries" / "runs.json").write_text(json.dumps(summary))
+    assert D.write_bundle(W.STUDY, tmp_path) == 0 and D.write_bundle(W.STUDY, tmp_path, check=True) == 0
+    rows = dispute_rows(tmp_path / "results.md")
+    want = [D.MARK[c.rule(runs)[0]] for c in W.STUDY.claims]
+    assert list(rows.values()) == want and want[0] == "holds" and want[1] == "does not hold"
+    assert all(k.startswith("Verma (2026): ") for k in rows)
+    (tmp_path / "results.md").write_text((tmp_path / "results.md").read_text().replace("holds", "held"))
+    assert D.write_bundle(W.STUDY, tmp_path, check=True) == 1
