@@ -116,7 +116,7 @@ report: $(STAMP)  ## regenerate every bundle's tables from its committed records
 	$(BIN)/python -m experiments.book.bundle results/book --figures
 	$(BIN)/python -m experiments.stability.bundle results/stability
 	$(BIN)/python -m experiments.paper.ladder --bundle results/paper-cpu/ladder
-	for s in wd_regimes muon; do test ! -f results/$$s/summaries/runs.json || $(BIN)/python -m experiments.$$s --bundle-only || exit 1; done
+	for s in $(DISPUTES); do test ! -f results/$$s/summaries/runs.json || $(BIN)/python -m experiments.$$s --bundle-only || exit 1; done
 
 timings: $(STAMP)  ## each CPU preset's time, measured in a fresh process with the compile cache off (on idle cores): OUT=results/timings rewrites the record `make presets` prints
 	$(BIN)/python -m experiments.timings --out $(or $(OUT),runs/timings-bundle) $(ARGS)
@@ -181,9 +181,9 @@ $(VENV_LLC)/.installed: pyproject.toml
 test-llc: $(VENV_LLC)/.installed  ## the LLC estimator against devinterp's own SGLD on the same model and data (tests/test_llc_devinterp.py), in its own .venv-llc with CPU torch
 	$(VENV_LLC)/bin/python -m pytest -q -s tests/test_llc_devinterp.py $(ARGS)
 
-disputes: $(STAMP)  ## the lab's dispute studies (experiments/wd_regimes, experiments/muon): train what runs/ lacks, write results/wd_regimes/ and results/muon/
-	$(BIN)/python -m experiments.wd_regimes $(ARGS)
-	$(BIN)/python -m experiments.muon $(ARGS)
+DISPUTES = wd_regimes muon omnigrok readout_scale logit_scale
+disputes: $(STAMP)  ## the lab's dispute studies (experiments/{wd_regimes,muon,omnigrok,readout_scale,logit_scale}): train what runs/ lacks, write each results/STUDY/
+	for s in $(DISPUTES); do $(BIN)/python -m experiments.$$s $(ARGS) || exit 1; done
 
 presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets

@@ -13,6 +13,7 @@ prints (`miiii.rules.printed_rule`). Where two papers disagree, both are rows on
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from miiii.rules import printed_rule
 
 CURVE_POINTS = 60  # log-spaced steps kept per member: the figure's and the window rules' curves
 QUIET = ("record.acts=", "record.params=", "ckpt.keep_log=0")  # a dispute reads metrics.npz only
-DIAGNOSTICS = ("head_similarity", "entropy_spread", "weight_norm_total")  # scalar per-step metrics kept as curves
+DIAGNOSTICS = ("head_similarity", "entropy_spread", "weight_norm_total", "max_logit")  # scalar metrics kept as curves
 MARK = {True: "holds", False: "does not hold", None: "not testable"}
 
 
@@ -63,7 +64,9 @@ class Study:
 
 
 def slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-").replace("--", "-")
+    """A setting's sweep directory: 'ce, norm 43.5, α 1' -> 'ce-norm-43-5-a-1'."""
+    name = name.lower().replace("α", "a").replace("⊥", "ortho")
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")
 
 
 def setting_config(study: Study, setting: Setting):
@@ -251,3 +254,30 @@ def at_step(m: dict, name: str, step: float) -> float:
     """A curve's value at `step`, interpolated in log time over the kept points."""
     c = m["curve"]
     return float(np.interp(np.log1p(step), np.log1p(c["step"]), c[name]))
+
+
+def delay(m: dict) -> float | None:
+    """Grokking's delay in a member: its grok step less its fit step (training accuracy ≥ 0.99 on every task); None
+    when it never groks."""
+    g, fits = grok_step(m), list(m["fit"].values())
+    if g is None or any(f is None for f in fits):
+        return None
+    return float(g - max(fits))
+
+
+def delays(members: list[dict], censor: bool = True) -> list[float]:
+    """Each member's delay; a member that fit but never grokked counts at the budget's end (a lower bound), with
+    `censor`; members that never fit are left out."""
+    out = []
+    for m in members:
+        d = delay(m)
+        fits = list(m["fit"].values())
+        if d is None and censor and all(f is not None for f in fits):
+            d = float(m["steps"] - max(fits))
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def grokked_share(members: list[dict]) -> float:
+    return float(np.mean([grok_step(m) is not None for m in members])) if members else 0.0

@@ -30,7 +30,11 @@ PAPER = (("results/paper-cpu/results.md", "this codebase's definitions"),
 BOOK = ("results/book/seeds.md", "results/book/unstated.md", "results/book/findings.md")
 STABILITY = "results/stability/results.md"
 DISPUTES = (("results/wd_regimes/results.md", "Verma (2026), weight decay regimes"),
-            ("results/muon/results.md", "Muon: Tveit et al. (2025) against Essential AI (2025)"))
+            ("results/muon/results.md", "Muon: Tveit et al. (2025) against Essential AI (2025)"),
+            ("results/omnigrok/results.md", "Omnigrok (Liu et al. 2022), the initial weight norm"),
+            ("results/readout_scale/results.md", "Output scale and LayerNorm: Kumar et al. (2024) against Singh et al. "
+             "(2026)"),
+            ("results/logit_scale/results.md", "Khanh (2026), the logit scale"))
 SHORT = 70  # characters of a claim's quotation in a reference to it (a re-reading row names its sentence so)
 
 
@@ -171,7 +175,11 @@ def summary(root: Path = ROOT) -> str:
     if (root / STABILITY).is_file():
         studies.append(("Prieto et al. (2025), numerical stability", STABILITY,
                         [v for row in stability_rows(root / STABILITY).values() for v in row.values()]))
-    studies += [(label, f, dispute_rows(root / f).values()) for f, label in DISPUTES if (root / f).is_file()]
+    held = [(f, label) for f, label in DISPUTES if (root / f).is_file()]
+    if held:  # one row for the lab's disputes (the README's 150 lines); results/README.md has each study's table
+        studies.append((f"the lab's disputes ({len(held)} studies: " + "; ".join(label.split(",")[0] for _, label
+                                                                               in held) + ")", FINDINGS,
+                        [v for f, _ in held for v in dispute_rows(root / f).values()]))
     lines = [START, "", f"Every claim, quoted whole, with its verdict: [{FINDINGS}]({FINDINGS}). How many verdicts "
              "(a claim read two ways has two) say what:", "",
              "| study | " + " | ".join(SHOWN) + " |", "| --- | --- | --- | --- |"]

@@ -1,6 +1,7 @@
 """The dispute studies' rules on synthetic members, each both ways, and their bundles regenerated from the committed
 summaries (experiments/disputes.py, experiments/<study>/study.py)."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -14,14 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = [0, 10, 100, 200, 400, 800, 1600, 2999]
 
 
-def member(wd=None, grok=None, train_end=1.0, seed=0, hs=None, es=None, values=None):
+def member(wd=None, grok=None, train_end=1.0, seed=0, hs=None, es=None, values=None, ml=10.0):
     hs = hs or [0.5] * len(STEPS)
     es = es or [0.1] * len(STEPS)
     return {"seed": seed, "values": values if values is not None else {W.WD: wd}, "grok": {"37": grok},
             "fit": {"37": 100}, "valid_end": {"37": 1.0 if grok else 0.3}, "train_end": {"37": train_end},
             "steps": 3000, "curve": {"step": STEPS, "valid_acc": [0.0] * len(STEPS), "train_acc": [1.0] * len(STEPS),
                                      "head_similarity": hs, "entropy_spread": es,
-                                     "weight_norm_total": [1.0] * len(STEPS)}}
+                                     "weight_norm_total": [1.0] * len(STEPS), "max_logit": [ml] * len(STEPS)}}
 
 
 def grid(spec: dict, seeds: int = 5) -> dict:
@@ -103,7 +104,7 @@ def test_member_summary_reads_a_metrics_table():
     json.dumps(D.member_summary(metrics, cfg, [W.WD]), allow_nan=True)
 
 
-@pytest.mark.parametrize("name", ["wd_regimes", "muon"])
+@pytest.mark.parametrize("name", ["wd_regimes", "muon", "omnigrok", "readout_scale", "logit_scale"])
 def test_a_committed_bundle_is_its_summaries(name):
     out = ROOT / "results" / name
     if not (out / "summaries" / "runs.json").is_file():
@@ -176,3 +177,76 @@ def test_results_md_renders_the_verdicts_and_the_headline_reads_them(tmp_path):
     assert all(k.startswith("Verma (2026): ") for k in rows)
     (tmp_path / "results.md").write_text((tmp_path / "results.md").read_text().replace("holds", "held"))
     assert D.write_bundle(W.STUDY, tmp_path, check=True) == 1
+
+
+def plain(groks, **kw) -> list[dict]:
+    """Members of a setting without a grid, one per grok step (delay: grok - 100)."""
+    return [member(values={}, grok=g, seed=i, **kw) for i, g in enumerate(groks)]
+
+
+def test_omnigrok_large_init_and_the_held_norm():
+    from experiments.omnigrok import study as O
+
+    runs = {"init x1": plain([1000] * 5), "init x3": plain([2000] * 5), "init x1, norm held": plain([200] * 5),
+            "init x3, norm held": plain([250] * 5)}
+    assert O.rule_large_init(runs)[0] is True and O.rule_eliminate(runs)[0] is True
+    assert O.rule_large_init({**runs, "init x3": plain([1000] * 5)})[0] is False  # no longer delay
+    assert O.rule_large_init({**runs, "init x3": plain([2000, 2000, 2000, None, None])})[0] is False
+    assert O.rule_eliminate({**runs, "init x3, norm held": plain([250] * 4 + [None])})[0] is False
+    assert O.rule_eliminate({**runs, "init x1, norm held": plain([600] * 5)})[0] is False  # delay 500 > 900 / 4
+
+
+def readout_runs(delay_at, base_only=None) -> dict:
+    """{α: function (lr, wd) -> grok step} -> readout_scale runs (5 seeds a cell, grok steps spread by seed)."""
+    from experiments.readout_scale import study as R
+
+    runs = {}
+    for a in R.ALPHAS:
+        runs[f"α {a:g}"] = [member(values={"optim.lr": lr, "optim.weight_decay": wd}, grok=None if delay_at(a, lr, wd) is None
+                                   else delay_at(a, lr, wd) + s, seed=s) for lr in R.LRS for wd in R.WDS for s in range(5)]
+    for name in ("LayerNorm pre", "LayerNorm post"):
+        runs[name] = plain([(base_only or {}).get(name, 600) + s for s in range(5)])
+    return runs
+
+
+def test_readout_scale_kumar_and_singh_on_the_same_runs():
+    from experiments.readout_scale import study as R
+
+    rising = readout_runs(lambda a, lr, wd: int(300 * a) + 100)  # delay 300 α everywhere
+    assert R.rule_output_scale(rising)[0] is True and R.rule_confounded(rising)[0] is False
+    flat = readout_runs(lambda a, lr, wd: 600)
+    assert R.rule_output_scale(flat)[0] is False
+    flipped = readout_runs(lambda a, lr, wd: int(300 * (a if (lr, wd) == R.BASE else 1 / a)) + 100)
+    assert R.rule_confounded(flipped)[0] is True and R.rule_output_scale(flipped)[0] is True
+    assert R.rule_without_wd(rising)[0] is True
+    never = readout_runs(lambda a, lr, wd: None if wd == 0 else 600)
+    assert R.rule_without_wd(never)[0] is False
+    ln = readout_runs(lambda a, lr, wd: 500, {"LayerNorm pre": 2000})
+    assert R.rule_ln_position(ln)[0] is True and R.rule_ln_position(flat)[0] is False
+
+
+def logit_runs(ce_delay, ce_scale, mse_delay=lambda n, s: 500, mse_scale=lambda n, s: 1.0) -> dict:
+    from experiments.logit_scale import study as L
+
+    runs = {}
+    for n, s in itertools.product(L.NORMS, L.SCALES):
+        runs[L.cell(n, s)] = [member(values={}, grok=int(ce_delay(n, s) * (1 + 0.01 * k)) + 100, seed=k,
+                                     ml=ce_scale(n, s) * (1 + 0.01 * k)) for k in range(5)]
+    for n, s in L.MSE_CELLS:
+        runs[L.cell(n, s, "mse")] = [member(values={}, grok=int(mse_delay(n, s)) + 100, seed=k, ml=mse_scale(n, s))
+                                     for k in range(5)]
+    return runs
+
+
+def test_logit_scale_mediation_rules():
+    from experiments.logit_scale import study as L
+
+    z = lambda n, s: n * s / 29  # noqa: E731 - the logit scale grows with the norm and the output scale alike
+    mediated = logit_runs(lambda n, s: 500 * z(n, s), z, mse_delay=lambda n, s: 500 * n / 29)
+    assert L.rule_slides(mediated)[0] is True and L.rule_collapses(mediated)[0] is True
+    assert L.rule_mse(mediated)[0] is True
+    norm_only = logit_runs(lambda n, s: 500 * n / 29, z)  # the temperature moves the logits, not the delay
+    assert L.rule_slides(norm_only)[0] is False and L.rule_collapses(norm_only)[0] is False
+    assert L.rule_slides(logit_runs(lambda n, s: 500, z))[0] is None  # the norm moves nothing
+    assert L.rule_mse(logit_runs(lambda n, s: 500 * z(n, s), z, mse_scale=z))[0] is False  # not pinned
+    assert L.rule_mse(mediated | logit_runs(lambda n, s: 500, z))[0] is False  # norm moves no MSE delay
