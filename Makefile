@@ -11,7 +11,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
         book book-smoke book-findings train-addition-10 export-adder adderboard test-tl test-notebook stability ladder timings \
-        disputes
+        disputes llc-transition
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -117,6 +117,7 @@ report: $(STAMP)  ## regenerate every bundle's tables from its committed records
 	$(BIN)/python -m experiments.stability.bundle results/stability
 	$(BIN)/python -m experiments.paper.ladder --bundle results/paper-cpu/ladder
 	for s in $(DISPUTES); do test ! -f results/$$s/summaries/runs.json || $(BIN)/python -m experiments.$$s --bundle-only || exit 1; done
+	test ! -f results/llc_transition/summaries/llc.json || $(BIN)/python -m experiments.llc_transition --bundle-only
 
 timings: $(STAMP)  ## each CPU preset's time, measured in a fresh process with the compile cache off (on idle cores): OUT=results/timings rewrites the record `make presets` prints
 	$(BIN)/python -m experiments.timings --out $(or $(OUT),runs/timings-bundle) $(ARGS)
@@ -182,6 +183,9 @@ test-llc: $(VENV_LLC)/.installed  ## the LLC estimator against devinterp's own S
 	$(VENV_LLC)/bin/python -m pytest -q -s tests/test_llc_devinterp.py $(ARGS)
 
 DISPUTES = wd_regimes muon omnigrok readout_scale logit_scale
+llc-transition: $(STAMP)  ## λ̂ at every kept step of make paper-cpu's runs (runs/paper-cpu/runs; ARGS="--runs DIR"), its turn against each task's grok step, the shuffled-label run as control; writes results/llc_transition/
+	$(BIN)/python -m experiments.llc_transition $(ARGS)
+
 disputes: $(STAMP)  ## the lab's dispute studies (experiments/{wd_regimes,muon,omnigrok,readout_scale,logit_scale}): train what runs/ lacks, write each results/STUDY/
 	for s in $(DISPUTES); do $(BIN)/python -m experiments.$$s $(ARGS) || exit 1; done
 

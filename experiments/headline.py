@@ -34,7 +34,8 @@ DISPUTES = (("results/wd_regimes/results.md", "Verma (2026), weight decay regime
             ("results/omnigrok/results.md", "Omnigrok (Liu et al. 2022), the initial weight norm"),
             ("results/readout_scale/results.md", "Output scale and LayerNorm: Kumar et al. (2024) against Singh et al. "
              "(2026)"),
-            ("results/logit_scale/results.md", "Khanh (2026), the logit scale"))
+            ("results/logit_scale/results.md", "Khanh (2026), the logit scale"),
+            ("results/llc_transition/results.md", "The LLC and the transition (developmental interpretability)"))
 SHORT = 70  # characters of a claim's quotation in a reference to it (a re-reading row names its sentence so)
 
 

@@ -202,8 +202,9 @@ def readout_runs(delay_at, base_only=None) -> dict:
 
     runs = {}
     for a in R.ALPHAS:
-        runs[f"α {a:g}"] = [member(values={"optim.lr": lr, "optim.weight_decay": wd}, grok=None if delay_at(a, lr, wd) is None
-                                   else delay_at(a, lr, wd) + s, seed=s) for lr in R.LRS for wd in R.WDS for s in range(5)]
+        cell = lambda lr, wd, s, a=a: None if delay_at(a, lr, wd) is None else delay_at(a, lr, wd) + s  # noqa: E731
+        runs[f"α {a:g}"] = [member(values={"optim.lr": lr, "optim.weight_decay": wd}, grok=cell(lr, wd, s), seed=s)
+                            for lr in R.LRS for wd in R.WDS for s in range(5)]
     for name in ("LayerNorm pre", "LayerNorm post"):
         runs[name] = plain([(base_only or {}).get(name, 600) + s for s in range(5)])
     return runs
@@ -250,3 +251,41 @@ def test_logit_scale_mediation_rules():
     assert L.rule_slides(logit_runs(lambda n, s: 500, z))[0] is None  # the norm moves nothing
     assert L.rule_mse(logit_runs(lambda n, s: 500 * z(n, s), z, mse_scale=z))[0] is False  # not pinned
     assert L.rule_mse(mediated | logit_runs(lambda n, s: 500, z))[0] is False  # norm moves no MSE delay
+
+
+def llc_run(role, seed, peak, grok, names=("q=2", "q=3")):
+    steps = [0, 10, 100, 1000, 10000]
+    series = [1.0 if s != peak else 9.0 for s in steps]
+    return {"role": role, "seed": seed, "steps": steps, "llc": series, "llc_std": [0.1] * 5,
+            "llc_tasks": [[v] * len(names) for v in series], "task_names": list(names),
+            "grok": {n: grok for n in names}}
+
+
+def test_llc_tracks_only_where_the_control_does_not(tmp_path):
+    from experiments.llc_transition import study as T
+
+    assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), llc_run("basis", 0, 10, None)) == [True, True]
+    assert T.rule_tracks(llc_run("miiii", 0, 10, 800), llc_run("basis", 0, 10, None)) == [False, False]
+    assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), llc_run("basis", 0, 1000, None)) == [None, None]
+    assert T.rule_tracks(llc_run("miiii", 0, 1000, None), None) == [None, None]  # nothing grokked
+    runs = [llc_run("nanda", k, 1000, 800, ("p=37",)) for k in range(3)] + [
+        llc_run("miiii", k, 1000, 800) for k in range(3)] + [llc_run("basis", k, 10, None) for k in range(3)]
+    assert {r: v["verdict"] for r, v in T.judge(runs).items()} == {"nanda": "holds", "miiii": "holds"}
+    runs[0] = llc_run("nanda", 0, 10, 800, ("p=37",))
+    assert T.judge(runs)["nanda"]["verdict"] == "does not hold"
+    assert T.pooled([True, None, None]) == "not testable" and T.pooled([True, True, None]) == "holds"
+    text = T.render({"source": "runs", "llc": {"lr": 1e-4, "gamma": 100, "chains": 4, "draws": 200, "batch": 512},
+                     "runs": runs})
+    assert "**does not hold**" in text and "**holds**" in text
+    from experiments.headline import dispute_rows
+
+    (Path(tmp_path) / "r.md").write_text(text)
+    assert list(dispute_rows(Path(tmp_path) / "r.md").values()) == ["does not hold", "holds"]
+
+
+def test_the_committed_llc_bundle_is_its_summaries():
+    from experiments.llc_transition import study as T
+
+    if not (ROOT / T.OUT / "summaries" / "llc.json").is_file():
+        pytest.skip("results/llc_transition not committed yet")
+    assert T.main(["--check", "--out", str(ROOT / T.OUT)]) == 0
