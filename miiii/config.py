@@ -57,6 +57,9 @@ class ModelConfig:
     # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
     # and the unique count (count_params) holds the master once and each transform's one scalar.
     ties: tuple[str, ...] = ()
+    # Norms shared by name: each group "ln1+ln2+ln_final" (names in NORM_NAMES; every block's) is one learned scale
+    # (and LayerNorm's bias) that all its norms use, counted once; the norms of a group must have one size and kind
+    norm_groups: tuple[str, ...] = ()
     # The grokking disputes' knobs (off at their defaults): a fixed output scale multiplying the logits (Kumar et al.'s
     # alpha; a fixed temperature 1 / T), and a factor on every initial parameter (Omnigrok's initial weight norm)
     logit_scale: float = 1.0
@@ -74,6 +77,22 @@ class ModelConfig:
     @property
     def mlp_dim(self) -> int:
         return self.d_mlp or 4 * self.d_model
+
+
+NORM_NAMES = ("ln1", "ln2", "ln_final", "q_norm", "k_norm")  # every norm the family has, by its module's name
+
+
+def parse_norm_groups(groups: tuple[str, ...]) -> dict[str, int]:
+    """{norm name: its group's index}; ValueError naming the first group that is not two or more of NORM_NAMES, or a
+    name given twice."""
+    out: dict[str, int] = {}
+    for k, group in enumerate(groups):
+        names = group.split("+")
+        if len(names) < 2 or any(n not in NORM_NAMES or n in out for n in names) or len(set(names)) < len(names):
+            raise ValueError(f"model.norm_groups entry '{group}': join two or more of {', '.join(NORM_NAMES)} with "
+                             "'+', each name in one group")
+        out |= dict.fromkeys(names, k)
+    return out
 
 
 TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")

@@ -54,7 +54,7 @@ def build_model():
     """(model, metadata): model is the dict of weights plus the architecture settings."""
     with np.load(io.BytesIO(base64.b64decode(_WEIGHTS))) as z:
         weights = {{k: z[k].astype(np.float64) for k in z.files}}
-    model = dict(weights=_untie(weights, CONFIG["ties"], CONFIG["n_layers"]), **CONFIG)
+    model = dict(weights=_untie(weights, CONFIG["ties"], CONFIG["n_layers"], CONFIG["norm_groups"]), **CONFIG)
     return model, dict(CONFIG["metadata"])
 
 
@@ -64,8 +64,17 @@ def _turn(x, angle):
     return np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle), x2 * np.cos(angle) + x1 * np.sin(angle)], -1)
 
 
-def _untie(weights, ties, n_layers):
-    """Each tied weight ("attn.W_O=T(attn.W_Q)") computed from its stored master, as the model's forward does."""
+def _untie(weights, ties, n_layers, norm_groups):
+    """Each tied weight ("attn.W_O=T(attn.W_Q)") computed from its stored master, as the model's forward does; each
+    norm of a shared group ("ln1+ln2") given its group's scale and bias."""
+    where = dict(ln1="blocks_{{i}}/ln1", ln2="blocks_{{i}}/ln2", ln_final="ln_final", q_norm="blocks_{{i}}/attn/q_norm",
+                 k_norm="blocks_{{i}}/attn/k_norm")
+    for k, group in enumerate(norm_groups):
+        for name in group.split("+"):
+            for i in range(n_layers):
+                for part in ("scale", "bias"):
+                    if f"shared_norm_{{k}}/{{part}}" in weights:
+                        weights[where[name].format(i=i) + "/" + part] = weights[f"shared_norm_{{k}}/{{part}}"]
     for i in range(n_layers):
         for tie in ties:
             follower, rule = tie.split("=")
@@ -241,8 +250,8 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     config = dict(n_digits=n, n_layers=m.n_layers, layer_norm=m.layer_norm, causal=m.causal,
                   pos_embed=m.pos_embed, mlp_bias=m.mlp_bias, tie_head=m.tie_head, norm=m.norm, norm_eps=m.norm_eps,
                   qk_norm=m.qk_norm, rope_theta=m.rope_theta, mlp_act=m.mlp_act, embed=m.embed,
-                  d_model=m.d_model, d_vocab=spec.vocab, ties=list(m.ties), format="digits" if board else "book",
-                  max_len=cfg.task.seq_len, metadata=metadata)
+                  d_model=m.d_model, d_vocab=spec.vocab, ties=list(m.ties), norm_groups=list(m.norm_groups),
+                  format="digits" if board else "book", max_len=cfg.task.seq_len, metadata=metadata)
     buf = io.BytesIO()
     np.savez_compressed(buf, **flat)
     text = _TEMPLATE.format(name=metadata["name"], n=n, run=Path(run_dir).name, config=json.dumps(config),

@@ -106,13 +106,47 @@ def turn_halves(x, cos, sin):
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def make_norm(c: ModelConfig, name: str):
-    """The block's and the head's norm (model.layer_norm; model.norm says which), or the identity."""
-    if not c.layer_norm:
+def make_norm(c: ModelConfig, name: str, shared: dict | None = None, qk: bool = False):
+    """The norm called `name` (model.layer_norm's blocks and head, model.norm saying which; or, `qk`, a head's q_norm
+    or k_norm, always RMSNorm), or the identity: its own module, or its group's scale and bias (model.norm_groups)."""
+    if name in (shared or {}):
+        scale, bias = shared[name]
+        return lambda x: normalise(x, scale, bias, c.norm_eps)
+    if not (qk or c.layer_norm):
         return lambda x: x
-    if c.norm == "rms":
-        return nn.RMSNorm(epsilon=c.norm_eps, name=name)
-    return nn.LayerNorm(epsilon=c.norm_eps, name=name)
+    rms = qk or c.norm == "rms"
+    return nn.RMSNorm(epsilon=c.norm_eps, name=name) if rms else nn.LayerNorm(epsilon=c.norm_eps, name=name)
+
+
+def normalise(x, scale, bias, eps: float):
+    """RMSNorm (bias None) or LayerNorm over the last axis with the given scale and bias: a shared norm."""
+    if bias is None:
+        return x * jax.lax.rsqrt(jnp.mean(jnp.square(x), -1, keepdims=True) + eps) * scale
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(jnp.mean(jnp.square(x - mean), -1, keepdims=True) + eps) * scale + bias
+
+
+class SharedNorm(nn.Module):
+    """One group of model.norm_groups: the scale (and LayerNorm's bias) its norms use."""
+
+    size: int
+    rms: bool
+
+    @nn.compact
+    def __call__(self):
+        scale = self.param("scale", nn.initializers.ones, (self.size,))
+        return scale, None if self.rms else self.param("bias", nn.initializers.zeros, (self.size,))
+
+
+def shared_norms(c: ModelConfig) -> dict:
+    """{norm name: (scale, bias)} of model.norm_groups' groups, each a SharedNorm module named shared_norm_K."""
+    out = {}
+    for k, group in enumerate(c.norm_groups):
+        names = group.split("+")
+        qk = names[0] in ("q_norm", "k_norm")
+        out |= dict.fromkeys(names, SharedNorm(c.d_head if qk else c.d_model, qk or c.norm == "rms",
+                                               name=f"shared_norm_{k}")())
+    return out
 
 
 def arc_init(d_vocab: int):
@@ -159,7 +193,7 @@ class Attention(nn.Module):
     last_only: bool  # queries at the last position only
 
     @nn.compact
-    def __call__(self, h, fold: EmbedTables | PairTable | None = None):  # h: (b, t, d)
+    def __call__(self, h, fold: EmbedTables | PairTable | None = None, shared: dict | None = None):  # h: (b, t, d)
         """Block 0's input is a function of (token, position) alone: `fold` then projects it from tables."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         H, G, d, e = c.n_heads, c.kv_heads, c.d_model, c.d_head  # G key/value heads, each read by H / G queries
@@ -187,8 +221,8 @@ class Attention(nn.Module):
             q = qkv[..., : H * e].reshape(b, t, H, e)
             k, v = (qkv[..., H * e + i * G * e:H * e + (i + 1) * G * e].reshape(b, t, G, e) for i in range(2))
         if c.qk_norm:
-            q = nn.RMSNorm(epsilon=c.norm_eps, name="q_norm")(q)
-            k = nn.RMSNorm(epsilon=c.norm_eps, name="k_norm")(k)
+            q = make_norm(c, "q_norm", shared, qk=True)(q)
+            k = make_norm(c, "k_norm", shared, qk=True)(k)
         if c.rope_theta:
             q, k = rotary(q, jnp.arange(t)[t - tq:], c.rope_theta), rotary(k, jnp.arange(t), c.rope_theta)
         if G != H:  # query head j reads key/value head j // (H / G)
@@ -239,9 +273,9 @@ class Block(nn.Module):
     last_only: bool
 
     @nn.compact
-    def __call__(self, h, train: bool, rate, fold: EmbedTables | None = None):
+    def __call__(self, h, train: bool, rate, fold: EmbedTables | None = None, shared: dict | None = None):
         c = self.cfg
-        norm = lambda name: make_norm(c, name)  # noqa: E731
+        norm = lambda name: make_norm(c, name, shared)  # noqa: E731
         drop = lambda x: dropout(self, x, rate, train)  # noqa: E731
         post = c.layer_norm and c.ln_position == "post"  # the norms after each residual sum (the original Transformer)
         pre = norm if not post else (lambda name: lambda x: x)
@@ -251,7 +285,7 @@ class Block(nn.Module):
             attn_in = h  # unused: Q, K, V come from the table
         else:
             attn_in = pre("ln1")(h)
-        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(attn_in, fold)
+        attn_out, attn_acts = Attention(c, self.last_only, name="attn")(attn_in, fold, shared)
         h = h[:, -1:] if self.last_only else h
         h = after("ln1")(drop(h + attn_out))
         mid = h
@@ -299,14 +333,15 @@ class Transformer(nn.Module):
             pos = self.param("W_pos", init.embed(), (self.n_ctx, c.d_model))[: x.shape[1]]
             h = h + pos
             acts["hook_pos_embed"] = pos
+        shared = shared_norms(c)
         for i in range(c.n_layers):
             last_only = c.readout == "last" and i == c.n_layers - 1
             rate = c.dropout if dropout_rate is None else dropout_rate
             fold = EmbedTables(x, W_E, pos) if i == 0 else None  # block 0 reads the embedding: Q, K, V from tables
-            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold)
+            h, block_acts = Block(c, last_only, name=f"blocks_{i}")(h, train, rate, fold, shared)
             acts |= {f"blocks.{i}.{k}": v for k, v in block_acts.items()}
         if c.ln_position != "post":  # a post-LN stack ends normalised
-            h = make_norm(c, "ln_final")(h)
+            h = make_norm(c, "ln_final", shared)(h)
         if c.tie_head:
             logits = h @ W_E.T  # (b, t, d_vocab)
         elif c.readout == "all":
@@ -335,7 +370,7 @@ def small_decoder_options(cfg: ModelConfig) -> list[str]:
     the TransformerLens export read the paper's and the book's models and refuse these by name."""
     base = ModelConfig()
     return [k for k in ("head_dim", "n_kv_heads", "rope_theta", "norm", "qk_norm", "mlp_act", "embed", "ties",
-                        "ln_position")
+                        "norm_groups", "ln_position")
             if getattr(cfg, k) != getattr(base, k)]
 
 

@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import fields, replace
 
-from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig, parse_ties
+from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig, parse_norm_groups, parse_ties
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.optimizers import OPTIMIZERS
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
@@ -101,6 +101,22 @@ def check_memory(cfg: RunConfig, members: int = 1) -> None:
             "size" + (" or the number of seeds and grid points" if members > 1 else ""))
 
 
+def check_norm_groups(m) -> None:
+    """model.norm_groups: each name a norm this model has, each group's norms of one size and kind (ValueError)."""
+    have = {"ln1": m.layer_norm, "ln2": m.layer_norm, "ln_final": m.layer_norm and m.ln_position != "post",
+            "q_norm": m.qk_norm, "k_norm": m.qk_norm}
+    size = {n: m.d_head if n in ("q_norm", "k_norm") else m.d_model for n in have}
+    kind = {n: "rms" if n in ("q_norm", "k_norm") else m.norm for n in have}
+    groups = parse_norm_groups(m.norm_groups)
+    for k, group in enumerate(m.norm_groups):
+        names = [n for n, g in groups.items() if g == k]
+        if not all(have[n] for n in names) or len({size[n] for n in names}) > 1 or len({kind[n] for n in names}) > 1:
+            raise ValueError(f"model.norm_groups entry '{group}': every norm must be in this model (ln1, ln2, "
+                             "ln_final with model.layer_norm, ln_final not with ln_position post, q_norm and k_norm "
+                             "with model.qk_norm) and of one size and kind (ln*: model.d_model, model.norm; q_norm, "
+                             "k_norm: the head size, RMSNorm)")
+
+
 def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
     """Reject configs that cannot run, with a message that names the fix. `host` False leaves out the one check that
     depends on this machine (its memory), so a run written on a larger one still reads back (rundir.read_config)."""
@@ -171,6 +187,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError("model.embed = arc draws each token on a circle: it needs model.d_model >= 2")
     try:
         parse_ties(m.ties)
+        check_norm_groups(m)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if not (m.logit_scale > 0 and m.init_scale > 0) or cfg.optim.fixed_norm < 0:

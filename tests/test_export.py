@@ -29,7 +29,9 @@ def _untrained_run(path, overrides):
     task = make_task(validate(cfg).task)
     trainer = make_trainer(cfg, task)
     params = trainer.init(1).params
-    params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a, params)  # a tie's scale and angle away from 1, 0
+    # a tie's scale and angle away from 1 and 0, every norm's scale away from ones (a shared norm's copies must match)
+    params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a * (1 + 0.5 * np.sin(np.arange(a.size))) if a.ndim == 1 and
+                          bool(np.all(np.asarray(a) == 1)) else a, params)
     path.mkdir(parents=True)
     (path / "config.json").write_text(cfg.to_json())
     np.savez(path / "params.npz", **flatten_params(params))
@@ -52,6 +54,11 @@ def _untrained_run(path, overrides):
      "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
      "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
      "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in),mlp.W_out=T(mlp.W_in)"],
+    # norms shared by name: the block and head RMSNorms one scale, the QK-norms another
+    ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=1", "model.head_dim=4",
+     "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
+     "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
+     "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"],
 ])
 def test_numpy_forward_equals_jax(tmp_path, overrides):
     """The exported forward pass reproduces the Flax model's logits at every position."""

@@ -68,6 +68,43 @@ def test_tied_62_parameter_adder_has_the_hand_count():
     assert _count(apply_overrides(cfg, ["model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q)"])) == 63
 
 
+GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
+
+
+def test_shared_norms_count_once_and_equal_the_unshared_model_with_equal_scales():
+    """Norms shared by name: the 62-parameter decoder with its three RMSNorms one scale and its QK-norms another is
+    62 - 6 - 4 = 52 parameters, and its logits are the unshared model's whose norms all hold the shared scales."""
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62 + [GROUPS, "n_train=8", "n_valid=8"])
+    assert _count(cfg) == 52
+    task = make_task(cfg.task)
+    x = task.train.x[:3]
+    p = build_model(cfg.model, task).init({"params": jax.random.key(0)}, x)["params"]
+    assert set(p) >= {"shared_norm_0", "shared_norm_1"} and "ln1" not in p["blocks_0"]
+    blocks = np.array([0.5, 2.0, -1.0], np.float32), np.array([1.5, 0.2, 0.7, -0.3], np.float32)
+    p = {**p, "shared_norm_0": {"scale": blocks[0]}, "shared_norm_1": {"scale": blocks[1]}}
+    plain = build_model(apply_overrides(cfg, ["model.norm_groups="]).model, task)
+    q = plain.init({"params": jax.random.key(0)}, x)["params"]
+    b0 = dict(q["blocks_0"], ln1={"scale": blocks[0]}, ln2={"scale": blocks[0]},
+              attn=dict(q["blocks_0"]["attn"], q_norm={"scale": blocks[1]}, k_norm={"scale": blocks[1]}))
+    q = {**q, "blocks_0": b0, "ln_final": {"scale": blocks[0]}}
+    q = {k: (p[k] if k in p and k not in ("blocks_0", "ln_final") else v) for k, v in q.items()}
+    q["blocks_0"] = dict(b0, attn=dict(b0["attn"], **{k: v for k, v in p["blocks_0"]["attn"].items()}),
+                         mlp=p["blocks_0"]["mlp"])
+    np.testing.assert_allclose(np.asarray(build_model(cfg.model, task).apply({"params": p}, x)[0]),
+                               np.asarray(plain.apply({"params": q}, x)[0]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("groups, says", [
+    ("ln1", "two or more"), ("ln1+ln9", "two or more"), ("ln1+ln2,ln2+ln_final", "each name in one group"),
+    ("ln1+q_norm", "one size and kind"),  # d 3 against head size 4
+])
+def test_bad_norm_groups_are_refused(groups, says):
+    with pytest.raises(ConfigError, match=says):
+        validate(apply_overrides(get_preset("adder-146"), [f"model.norm_groups={groups}"]))
+    with pytest.raises(ConfigError, match="in this model"):  # nanda has no norms to share
+        validate(apply_overrides(get_preset("nanda-tiny"), ["model.norm_groups=ln1+ln2"]))
+
+
 def test_a_tied_model_is_the_untied_model_with_the_followers_set():
     """Tied logits = the untied model's with W_V := scale * W_K, W_O := W_Q^T, W_gate := W_in turned by the angle."""
     ties = "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in)"
