@@ -159,12 +159,13 @@ test-tl: $(STAMP)  ## the TransformerLens export's round trip: installs CPU torc
 
 # TransformerLens 4 (the `tl4` extra) removed HookedTransformer and cannot share .venv with 3: a venv of its own
 # with miiii and the same CPU torch (installed with it: the resolver then never reaches for a CUDA build)
+# (.venv-EXTRA: a venv of its own with miiii's `dev` and EXTRA extras and the CPU torch, for tl4 and llc)
 .PHONY: test-tl4
-VENV_TL4 ?= .venv-tl4
-$(VENV_TL4)/.installed: pyproject.toml
-	test -x $(VENV_TL4)/bin/python || $(PY) -m venv $(VENV_TL4)
-	$(VENV_TL4)/bin/python -m pip install -q --upgrade pip
-	$(VENV_TL4)/bin/python -m pip install -q "$(TORCH)" -e ".[dev,tl4]" --extra-index-url $(TORCH_INDEX)
+VENV_TL4 = .venv-tl4
+.venv-%/.installed: pyproject.toml
+	test -x .venv-$*/bin/python || $(PY) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -m pip install -q "$(TORCH)" -e ".[dev,$*]" --extra-index-url $(TORCH_INDEX)
 	touch $@
 
 test-tl4: $(VENV_TL4)/.installed  ## the same round trip against TransformerLens 4 (TransformerBridge.boot_native), in its own .venv-tl4
@@ -172,12 +173,7 @@ test-tl4: $(VENV_TL4)/.installed  ## the same round trip against TransformerLens
 
 # devinterp (the `llc` extra) pulls transformers, datasets and zarr: a venv of its own, as .venv-tl4
 .PHONY: test-llc
-VENV_LLC ?= .venv-llc
-$(VENV_LLC)/.installed: pyproject.toml
-	test -x $(VENV_LLC)/bin/python || $(PY) -m venv $(VENV_LLC)
-	$(VENV_LLC)/bin/python -m pip install -q --upgrade pip
-	$(VENV_LLC)/bin/python -m pip install -q "$(TORCH)" -e ".[dev,llc]" --extra-index-url $(TORCH_INDEX)
-	touch $@
+VENV_LLC = .venv-llc
 
 test-llc: $(VENV_LLC)/.installed  ## the LLC estimator against devinterp's own SGLD on the same model and data (tests/test_llc_devinterp.py), in its own .venv-llc with CPU torch
 	$(VENV_LLC)/bin/python -m pytest -q -s tests/test_llc_devinterp.py $(ARGS)
