@@ -128,6 +128,7 @@ class OptimConfig:
     b2: float = 0.98  # Nanda et al. 2023; paper Table 2
     warmup_steps: int = 10  # linear warm-up from 0 (Nanda: 10 steps)
     schedule: str = "constant"  # constant (after warm-up) | cosine (decay to 0 at the last step; book)
+    final_lr_frac: float = 0.0  # cosine: where the decay ends, as a fraction of lr (AdderBoard's 1e-2 -> 1e-3: 0.1)
     # the warm-up's factor at step t is (t + warmup_first) / warmup_steps: 0 = optax's (the first step at lr 0),
     # 1 = PyTorch's LambdaLR as the book's loop is written (s + 1) / warmup (the first step at lr / warmup_steps)
     warmup_first: int = 0

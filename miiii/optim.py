@@ -16,7 +16,7 @@ from miiii.orthograd import orthograd
 
 def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule:
     """Linear warm-up from 0 (or from lr / warmup_steps with `warmup_first` = 1), then constant or cosine decay
-    to 0 at `total_steps` (book).
+    to `final_lr_frac` of the peak at `total_steps` (0: the book's decay to 0).
 
     Written as lr * (an optax schedule peaking at 1), so that a traced lr (a sweep) and a Python lr
     (a single run) take the same arithmetic.
@@ -24,7 +24,8 @@ def make_schedule(cfg: OptimConfig, total_steps: int, lr=None) -> optax.Schedule
     lr = cfg.lr if lr is None else lr
     warm = max(cfg.warmup_steps, 0)
     if cfg.schedule == "cosine":
-        unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warm, max(total_steps, warm + 1), end_value=0.0)
+        unit = optax.warmup_cosine_decay_schedule(0.0, 1.0, warm, max(total_steps, warm + 1),
+                                                   end_value=cfg.final_lr_frac)
     elif warm == 0:
         unit = optax.constant_schedule(1.0)
     else:

@@ -319,6 +319,22 @@ PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
 }
 
 
+# The sub-60 recipe of the board's 58- and 55-parameter trained entries (tbukic/M10S-Transformer's training paths:
+# a long cosine phase from lr 1e-2 to 1e-3 with weight decay 0.01, then a grokfast-EMA phase from 1e-3 to 1e-4):
+# one head of size 4 on d 3, the arc embedding, K = a Q, O = Q^T, gate = a up, SwiGLU 2: 58 parameters (counted in
+# tests/test_small_decoder.py). Their batches are fresh each step; here 2M distinct pairs.
+ADDER_58 = ("adder-146", "model.n_heads=1", "model.n_kv_heads=0", "model.d_mlp=2", "model.embed=arc",
+            "model.ties=attn.W_K=scale(attn.W_Q),attn.W_O=T(attn.W_Q),mlp.W_gate=scale(mlp.W_in)",
+            "task.n_train=2000000", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.seed=1")
+PHASED["adder-58-phases"] = (
+    "AdderBoard: 58 parameters (arc embedding, K = a Q, O = Q^T, gate = a up), 290k cosine steps from lr 1e-2 to "
+    "1e-3, then 60k with grokfast from 1e-3 to 1e-4: the sub-60 entries' recipe; not yet trained here",
+    ((*ADDER_58, "optim.lr=1e-2", "train.steps=290000", "train.chunk=5000", "train.eval_every=5000"),
+     (*ADDER_58, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
+      "train.steps=60000", "train.chunk=5000", "train.eval_every=5000")),
+)
+
+
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""
     return [apply_overrides(get_preset(preset), list(sets)) for preset, *sets in PHASED[name][1]]

@@ -223,6 +223,9 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError("optim.b1, optim.b2 and optim.alpha must lie in [0, 1)")
     if o.schedule not in ("constant", "cosine"):
         raise ConfigError(f"optim.schedule = '{shown(o.schedule)}': choose constant or cosine")
+    if not 0 <= o.final_lr_frac <= 1:
+        raise ConfigError(f"optim.final_lr_frac = {o.final_lr_frac} must lie in [0, 1] (where cosine ends, as a "
+                          "fraction of optim.lr)")
     if o.grokfast not in ("none", "ema", "ma"):
         raise ConfigError(f"optim.grokfast = '{shown(o.grokfast)}': choose none, ema or ma")
     if o.ema_init not in ("first", "zeros"):

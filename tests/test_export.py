@@ -30,8 +30,9 @@ def _untrained_run(path, overrides):
     trainer = make_trainer(cfg, task)
     params = trainer.init(1).params
     # a tie's scale and angle away from 1 and 0, every norm's scale away from ones (a shared norm's copies must match)
-    params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a * (1 + 0.5 * np.sin(np.arange(a.size))) if a.ndim == 1 and
-                          bool(np.all(np.asarray(a) == 1)) else a, params)
+    ones = lambda a: a.ndim == 1 and bool(np.all(np.asarray(a) == 1))  # noqa: E731
+    params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a * (1 + 0.5 * np.sin(np.arange(a.size))) if ones(a)
+                          else a, params)
     path.mkdir(parents=True)
     (path / "config.json").write_text(cfg.to_json())
     np.savez(path / "params.npz", **flatten_params(params))

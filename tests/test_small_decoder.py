@@ -68,6 +68,22 @@ def test_tied_62_parameter_adder_has_the_hand_count():
     assert _count(apply_overrides(cfg, ["model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q)"])) == 63
 
 
+def test_the_58_parameter_phases_count_58_and_decay_to_a_tenth():
+    """adder-58-phases: arc 3, Q 12, K = a Q (1), V 12, O = Q^T, QK-norm 8, three RMSNorms 9, SwiGLU in and out
+    3 x 2 twice, gate = a up (1): 58; each phase's cosine ends at a tenth of its lr."""
+    from miiii.optim import make_schedule
+    from miiii.presets import phase_configs
+
+    phases = phase_configs("adder-58-phases")
+    assert [_count(validate(c)) for c in phases] == [58, 58]
+    for c in phases:
+        sched = make_schedule(c.optim, c.train.steps)
+        t = np.array([0, c.train.steps // 2, c.train.steps])
+        want = c.optim.lr * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / c.train.steps)))
+        np.testing.assert_allclose([float(sched(i)) for i in t], want, rtol=1e-5)
+    assert phases[1].optim.grokfast == "ema" and phases[0].optim.grokfast == "none"
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 
