@@ -89,9 +89,10 @@ def member_summary(metrics: dict, config, grid_keys) -> dict:
     va, ta = np.asarray(metrics["valid_acc"], np.float64), np.asarray(metrics["train_acc"], np.float64)
     at = np.unique(np.geomspace(1, len(step), CURVE_POINTS).astype(int) - 1)
     evaluated = np.nonzero(np.isfinite(va).all(1))[0]
-    last = lambda i: evaluated[evaluated <= i][-1] if (evaluated <= i).any() else evaluated[0]  # noqa: E731
+    # the validation accuracy last evaluated at or before each kept step (NaN before the first evaluation)
+    last = lambda i: float(va[evaluated[evaluated <= i][-1]].mean()) if (evaluated <= i).any() else np.nan  # noqa
     curve = {"step": [int(step[i]) for i in at],
-             "valid_acc": [round(float(va[last(i)].mean()), 4) for i in at],
+             "valid_acc": [round(last(i), 4) for i in at],
              "train_acc": [round(float(ta[i].mean()), 4) for i in at]}
     for name in DIAGNOSTICS:
         v = np.asarray(metrics[name], np.float64) if name in metrics else np.full(len(step), np.nan)

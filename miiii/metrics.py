@@ -171,8 +171,10 @@ def head_entropies(c: StepContext):
 
 def entropy_spread(c: StepContext):
     """() Verma (2026)'s entropy standard deviation, read as the spread over heads: the standard deviation of
-    `head_entropies` over every layer's heads (0 when they all attend alike)."""
-    return head_entropies(c).std()
+    `head_entropies` over every layer's heads (0 when they all attend alike; NaN for a model without attention)."""
+    import jax.numpy as jnp
+
+    return head_entropies(c).std() if c.patterns else jnp.float32(jnp.nan)
 
 
 def _total_norm(tree):

@@ -119,11 +119,13 @@ def make_norm(c: ModelConfig, name: str, shared: dict | None = None, qk: bool = 
 
 
 def normalise(x, scale, bias, eps: float):
-    """RMSNorm (bias None) or LayerNorm over the last axis with the given scale and bias: a shared norm."""
+    """RMSNorm (bias None) or LayerNorm over the last axis with the given scale and bias, its statistics in float32
+    as Flax's norms take them: a shared norm."""
+    z = x.astype(jnp.promote_types(x.dtype, jnp.float32))
     if bias is None:
-        return x * jax.lax.rsqrt(jnp.mean(jnp.square(x), -1, keepdims=True) + eps) * scale
-    mean = x.mean(-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(jnp.mean(jnp.square(x - mean), -1, keepdims=True) + eps) * scale + bias
+        return (z * jax.lax.rsqrt(jnp.mean(jnp.square(z), -1, keepdims=True) + eps) * scale).astype(x.dtype)
+    z = z - z.mean(-1, keepdims=True)
+    return (z * jax.lax.rsqrt(jnp.mean(jnp.square(z), -1, keepdims=True) + eps) * scale + bias).astype(x.dtype)
 
 
 class SharedNorm(nn.Module):

@@ -58,6 +58,8 @@ def test_the_boundary_inside_outside_and_undecided():
     coarse = grid({0.003: MEMO, 0.1: (300, 1.0)})  # 0.003 .. 0.1 contains their interval: cannot place it
     assert W.rule_boundary(coarse)[0] is None
     assert W.rule_boundary(grid({0.003: MEMO, 0.1: MEMO}))[0] is None
+    assert W.rule_boundary(grid({0.0: (900, 1.0), 0.1: (300, 1.0)}))[0] is None  # even 0 groks
+    assert W.boundary(grid({0.0: MEMO, 1.0: (300, 1.0)})[W.SETTING]) == (0.0, 1.0)  # 0 is a lower end
 
 
 def test_the_exponent_is_fitted_above_the_boundary():
@@ -143,13 +145,20 @@ def test_muon_the_two_sides_on_the_same_runs():
 
     fast = [500, 520, 480, 510, 490]
     everywhere = muon_runs({s.name: fast for s in Mu.SETTINGS if s.name.startswith("Muon")})
-    assert Mu.rule_faster_everywhere(everywhere)[0] is True and Mu.rule_disappears(everywhere)[0] is False
+    assert Mu.rule_faster_pooled(everywhere)[0] is True and Mu.rule_disappears(everywhere)[0] is False
     assert Mu.rule_faster_somewhere(everywhere)[0] is True
     only_here = muon_runs({"Muon, preset": fast})
-    assert Mu.rule_faster_everywhere(only_here)[0] is False and Mu.rule_disappears(only_here)[0] is True
-    assert Mu.rule_faster_somewhere(only_here)[0] is True
+    assert Mu.rule_disappears(only_here)[0] is True and Mu.rule_faster_somewhere(only_here)[0] is True
+    slower_elsewhere = muon_runs({"Muon, preset": fast} | {f"Muon, {v}": [1500, 1600, 1400, 1550, 1450]
+                                                           for v in Mu.VARIATIONS})
+    assert Mu.rule_faster_pooled(slower_elsewhere)[0] is False  # pooled, Muon is slower
+    barely = muon_runs({"Muon, preset": fast} | {f"Muon, {v}": [950, 1050, 850, 1000, 900] for v in Mu.VARIATIONS})
+    assert Mu.rule_disappears(barely)[0] is False  # lower everywhere, if not significantly: not gone
     nowhere = muon_runs({})
     assert Mu.rule_disappears(nowhere)[0] is None and Mu.rule_faster_somewhere(nowhere)[0] is False
+    assert Mu.rule_faster_pooled(nowhere)[0] is False
+    one_lucky = muon_runs({"Muon, d 128": [820, 920, 720, 970, 870]})  # 0.0125 < p < 0.05: not below 0.05 / 4
+    assert Mu.rule_faster_somewhere(one_lucky)[0] is False
 
 
 def test_muon_sensitivity_needs_both_factors_for_both_optimizers():
@@ -194,6 +203,8 @@ def test_omnigrok_large_init_and_the_held_norm():
     assert O.rule_large_init({**runs, "init x3": plain([2000, 2000, 2000, None, None])})[0] is False
     assert O.rule_eliminate({**runs, "init x3, norm held": plain([250] * 4 + [None])})[0] is False
     assert O.rule_eliminate({**runs, "init x1, norm held": plain([600] * 5)})[0] is False  # delay 500 > 900 / 4
+    instant = {k: plain([100] * 5) for k in runs}  # every delay 0: nothing to grow or to eliminate
+    assert O.rule_large_init(instant)[0] is None and O.rule_eliminate(instant)[0] is None
 
 
 def readout_runs(delay_at, base_only=None) -> dict:
@@ -224,6 +235,14 @@ def test_readout_scale_kumar_and_singh_on_the_same_runs():
     assert R.rule_without_wd(never)[0] is False
     ln = readout_runs(lambda a, lr, wd: 500, {"LayerNorm pre": 2000})
     assert R.rule_ln_position(ln)[0] is True and R.rule_ln_position(flat)[0] is False
+    noise = readout_runs(lambda a, lr, wd: 600 + int(40 * np.sin(7 * a + 13 * lr * 1e3 + wd)))
+    assert R.rule_confounded(noise)[0] is None  # no effect of α at the preset: nothing to confound
+    weak = readout_runs(lambda a, lr, wd: int(300 * a) + 100 if (lr, wd) == R.BASE else 600 + int(30 * np.sin(a)))
+    assert R.rule_confounded(weak)[0] is True  # the effect vanishes elsewhere: x1 against x7
+    zero = readout_runs(lambda a, lr, wd: 100)  # every delay 0: no ratio, no crash
+    assert R.rule_confounded(zero)[0] is None and R.rule_output_scale(zero)[0] is False
+    falling = readout_runs(lambda a, lr, wd: int(1200 / a) + 100)
+    assert R.rule_output_scale(falling)[0] is True  # either direction: the sentence names none
 
 
 def logit_runs(ce_delay, ce_scale, mse_delay=lambda n, s: 500, mse_scale=lambda n, s: 1.0) -> dict:
@@ -250,7 +269,10 @@ def test_logit_scale_mediation_rules():
     assert L.rule_slides(norm_only)[0] is False and L.rule_collapses(norm_only)[0] is False
     assert L.rule_slides(logit_runs(lambda n, s: 500, z))[0] is None  # the norm moves nothing
     assert L.rule_mse(logit_runs(lambda n, s: 500 * z(n, s), z, mse_scale=z))[0] is False  # not pinned
-    assert L.rule_mse(mediated | logit_runs(lambda n, s: 500, z))[0] is False  # norm moves no MSE delay
+    flat_mse = logit_runs(lambda n, s: 500 * z(n, s), z, mse_delay=lambda n, s: 500)
+    assert L.rule_mse(flat_mse)[0] is False  # the norm moves no MSE delay
+    assert L.rule_mse(logit_runs(lambda n, s: 0, z, mse_delay=lambda n, s: 0))[0] is False  # zero delays, no crash
+    assert L.rule_slides(logit_runs(lambda n, s: 0, z))[0] is None
 
 
 def llc_run(role, seed, peak, grok, names=("q=2", "q=3")):
@@ -267,7 +289,9 @@ def test_llc_tracks_only_where_the_control_does_not(tmp_path):
     assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), llc_run("basis", 0, 10, None)) == [True, True]
     assert T.rule_tracks(llc_run("miiii", 0, 10, 800), llc_run("basis", 0, 10, None)) == [False, False]
     assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), llc_run("basis", 0, 1000, None)) == [None, None]
-    assert T.rule_tracks(llc_run("miiii", 0, 1000, None), None) == [None, None]  # nothing grokked
+    assert T.rule_tracks(llc_run("miiii", 0, 1000, None), llc_run("basis", 0, 10, None)) == [None, None]
+    assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), None) == [None, None]  # miiii without its control
+    assert T.rule_tracks(llc_run("nanda", 0, 10000, 8000), None, controlled=False) == [False, False]  # never turns
     runs = [llc_run("nanda", k, 1000, 800, ("p=37",)) for k in range(3)] + [
         llc_run("miiii", k, 1000, 800) for k in range(3)] + [llc_run("basis", k, 10, None) for k in range(3)]
     assert {r: v["verdict"] for r, v in T.judge(runs).items()} == {"nanda": "holds", "miiii": "holds"}

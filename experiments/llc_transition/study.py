@@ -37,22 +37,26 @@ def near(step: float, grok: float) -> bool:
     return grok / WINDOW <= max(step, 1) <= grok * WINDOW
 
 
-def rule_tracks(run: dict, control: dict | None) -> list[bool | None]:
-    """holds for a task of a seed if its λ̂ (per task for miiii) peaks at a kept step within a factor 2 of the
-    task's grok step, either way, and the shuffled-label control of the same seed does not peak that near the same
-    step (if it does, the unit is not testable: the control passes the same rule); a task that never grokked is not
-    testable. The claim holds only when every unit that can test it holds, with at least 2."""
+def rule_tracks(run: dict, control: dict | None, controlled: bool = True) -> list[bool | None]:
+    """holds for a task of a seed if its λ̂ (per task for miiii) turns: it peaks at a kept step other than the first
+    and the last (a λ̂ that only rises or only falls never turns) within a factor 2 of the task's grok step, either
+    way; and the shuffled-label control of the same seed does not peak that near the same step (if it does, or for
+    miiii if it is missing, the unit is not testable; nanda's runs have no shuffled control and are judged without
+    one). A task that never grokked is not testable. The claim holds only when every unit that can test it holds,
+    with at least 2."""
     out = []
     for k, name in enumerate(run["task_names"]):
         grok = run["grok"].get(name)
-        if grok is None:
+        if grok is None or (controlled and control is None):
             out.append(None)
             continue
-        t = turn(run["steps"], np.asarray(run["llc_tasks"])[:, k])
+        series = np.asarray(run["llc_tasks"])[:, k]
+        peak = int(np.nanargmax(series))
+        t = int(np.asarray(run["steps"])[peak])
         if control is not None and near(turn(control["steps"], control["llc"]), grok):
             out.append(None)
         else:
-            out.append(near(t, grok))
+            out.append(0 < peak < len(series) - 1 and near(t, grok))
     return out
 
 
@@ -98,7 +102,8 @@ def judge(summaries: list[dict]) -> dict:
     for role in ("nanda", "miiii"):
         units = []
         for s in (s for s in summaries if s["role"] == role):
-            units += rule_tracks(s, by.get(("basis", s["seed"])) if role == "miiii" else None)
+            units += rule_tracks(s, by.get(("basis", s["seed"])), controlled=True) if role == "miiii" else \
+                rule_tracks(s, None, controlled=False)
         rows[role] = {"units": units, "verdict": pooled(units)}
     return rows
 

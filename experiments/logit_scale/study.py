@@ -65,7 +65,7 @@ def rule_slides(runs: dict) -> tuple[bool | None, str]:
     said = (f"median delay by norm (α 1): {', '.join(f'{d:,.0f}' for d in by_norm)}; by α (norm {NORMS[0]:g}): "
             f"{', '.join(f'{d:,.0f}' for d in by_scale)}")
     lo, hi = min(by_norm), max(by_norm)
-    if not np.isfinite([lo, hi]).all() or hi < MIN_RANGE * lo:
+    if not np.isfinite([lo, hi]).all() or lo <= 0 or hi < MIN_RANGE * lo:
         return None, said + "; the norm moves the delay too little"
     overlap = max(0.0, min(hi, max(by_scale)) - max(lo, min(by_scale)))
     return bool(overlap >= COVER * (hi - lo)), said + f"; covers {overlap / (hi - lo):.0%} of the norm's range"
@@ -104,7 +104,7 @@ def rule_mse(runs: dict) -> tuple[bool | None, str]:
     ce = [median_scale(runs[cell(n, s)]) for n, s in MSE_CELLS]
     d0, d1 = median_delay(runs[cell(29.0, 1.0, "mse")]), median_delay(runs[cell(58.0, 1.0, "mse")])
     spread = lambda xs: max(xs) / min(xs) if min(xs) > 0 else np.inf  # noqa: E731
-    ok = spread(mse) < PINNED and spread(ce) >= MOVED and max(d0 / d1, d1 / d0) >= MOVED
+    ok = spread(mse) < PINNED and spread(ce) >= MOVED and min(d0, d1) > 0 and spread([d0, d1]) >= MOVED
     return bool(ok), (f"logit scale under MSE {', '.join(f'{x:.2f}' for x in mse)}, under CE "
                       f"{', '.join(f'{x:.2f}' for x in ce)}; MSE delay at norm 29 / 58: {d0:,.0f} / {d1:,.0f}")
 

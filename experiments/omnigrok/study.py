@@ -38,17 +38,23 @@ def _said(runs: dict, *settings: str) -> str:
 
 def rule_large_init(runs: dict) -> tuple[bool | None, str]:
     """holds if, with the preset's weight decay, the initialisation scaled by 3 still groks in at least 80 % of
-    the seeds and its median delay (grok step less fit step) is at least 1.5 times the preset's."""
-    big, base = runs["init x3"], runs["init x1"]
-    ok = grokked_share(big) >= MAJORITY and _median(runs, "init x3") >= MORE * _median(runs, "init x1")
-    return bool(ok and base), _said(runs, "init x1", "init x3")
+    the seeds and its median delay (grok step less fit step) is at least 1.5 times the preset's; not testable when
+    the preset shows no delay (a median of 0) or never fits."""
+    base = _median(runs, "init x1")
+    if not base > 0:
+        return None, _said(runs, "init x1", "init x3")
+    ok = grokked_share(runs["init x3"]) >= MAJORITY and _median(runs, "init x3") >= MORE * base
+    return bool(ok), _said(runs, "init x1", "init x3")
 
 
 def rule_eliminate(runs: dict) -> tuple[bool | None, str]:
     """holds if, with the global weight norm held at the preset's initial norm after every step (no weight decay),
-    every seed of both initialisations groks and each median delay is at most a quarter of the free preset's."""
+    every seed of both initialisations groks and each median delay is at most a quarter of the free preset's; not
+    testable when the free preset shows no delay."""
     free = _median(runs, "init x1")
     held = ("init x1, norm held", "init x3, norm held")
+    if not free > 0:
+        return None, _said(runs, "init x1", *held)
     ok = all(grokked_share(runs[s]) == 1.0 and _median(runs, s) <= GONE * free for s in held)
     return bool(ok), _said(runs, "init x1", *held)
 
