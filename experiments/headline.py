@@ -128,15 +128,20 @@ def dispute_rows(path: Path) -> dict[str, str]:
     return out
 
 
+def paper_scale(root: Path, results_md: str) -> str:
+    """'p = 53, d 96, 25,000 steps, 3 seeds': a paper bundle's miiii scale, read from its summaries."""
+    ms, _ = load_summaries((root / results_md).parent)
+    run, seeds = ms["miiii"][0]["run"], min(len(v) for v in ms.values())
+    return f"p = {run['p']}, d {run['d_model']}, {run['steps']:,} steps, {seeds} seeds"
+
+
 def table(root: Path = ROOT) -> str:
     papers = [(paper_rows(root / f), label) for f, label in PAPER]
     claims = list(dict.fromkeys(k for rows, _ in papers for k in rows))
-    ms, _ = load_summaries((root / PAPER[0][0]).parent)
-    p, seeds = ms["miiii"][0]["run"]["p"], min(len(v) for v in ms.values())
-    lines = [START, "", f"The paper's claims at CPU scale (p = {p}, {seeds} seeds; each verdict: holds in how many "
-             "seeds; "
+    lines = [START, "", "The paper's claims at CPU scale (each verdict: holds in how many seeds; "
              f"[{PAPER[0][0]}]({PAPER[0][0]}), [{PAPER[1][0]}]({PAPER[1][0]})):", "",
-             "| claim, as the paper writes it | " + " | ".join(label for _, label in papers) + " |",
+             "| claim, as the paper writes it | " + " | ".join(f"{label} ({paper_scale(root, f)})"
+                                                             for f, label in PAPER) + " |",
              "|" + " --- |" * (len(papers) + 1)]
     lines += [f"| {c} | " + " | ".join(rows.get(c, "–") for rows, _ in papers) + " |" for c in claims]
     lines += ["", "The book's claims over seeds ([" + "), [".join(f"{f}]({f}" for f in BOOK) + ")):", "",
@@ -170,7 +175,7 @@ def counts(values) -> dict[str, int]:
 
 def summary(root: Path = ROOT) -> str:
     """The README's block: per study and reading, how many verdicts hold, do not hold, are not testable."""
-    studies = [(f"the paper at CPU scale, {label}", f, rows.values())
+    studies = [(f"the paper at CPU scale, {label} ({paper_scale(root, f).rsplit(',', 1)[0]})", f, rows.values())
                for (f, label), rows in ((pl, paper_rows(root / pl[0])) for pl in PAPER)]
     studies.append(("the book, over seeds", str(Path(BOOK[0]).parent) + "/", book_verdicts(root).values()))
     if (root / STABILITY).is_file():
