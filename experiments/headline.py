@@ -183,8 +183,8 @@ def summary(root: Path = ROOT) -> str:
                         [v for row in stability_rows(root / STABILITY).values() for v in row.values()]))
     held = [(f, label) for f, label in DISPUTES if (root / f).is_file()]
     if held:  # one row for the lab's disputes (the README's 150 lines); results/README.md has each study's table
-        studies.append((f"the lab's disputes ({len(held)} studies: " + "; ".join(label.split(",")[0] for _, label
-                                                                               in held) + ")", FINDINGS,
+        names = "; ".join(label.split(",")[0] for _, label in held)
+        studies.append((f"the lab's disputes ({len(held)} stud{'y' if len(held) == 1 else 'ies'}: {names})", FINDINGS,
                         [v for f, _ in held for v in dispute_rows(root / f).values()]))
     lines = [START, "", f"Every claim, quoted whole, with its verdict: [{FINDINGS}]({FINDINGS}). How many verdicts "
              "(a claim read two ways has two) say what:", "",

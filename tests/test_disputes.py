@@ -77,6 +77,16 @@ def test_the_exponent_is_fitted_above_the_boundary():
     assert W.rule_exponent(grid({0.003: MEMO, lo: MEMO, 0.1: (300, 1.0)}))[0] is None  # one point
 
 
+def test_collapse_needs_identical_heads_in_every_collapsed_seed():
+    same, apart = [1.0] * len(STEPS), [0.5] * len(STEPS)
+    runs = {W.SETTING: [member(0.0, None, seed=s) for s in range(5)]
+            + [member(20.0, None, 0.2, seed=s, hs=same) for s in range(5)]}
+    assert W.rule_identical_at_collapse(runs)[0] is True
+    runs[W.SETTING][-1] = member(20.0, None, 0.2, seed=4, hs=apart)
+    assert W.rule_identical_at_collapse(runs)[0] is False
+    assert W.rule_identical_at_collapse({W.SETTING: runs[W.SETTING][:5]})[0] is None  # nothing collapses
+
+
 def test_diagnostics_track_only_against_a_still_control():
     step_at = lambda t, lo, hi: [lo if s < t else hi for s in STEPS]  # noqa: E731
     grokking = [member(0.1, 400, seed=s, hs=step_at(400, 0.2, 0.8), es=step_at(400, 0.5, 0.1)) for s in range(4)]

@@ -22,6 +22,7 @@ CI_LC = (0.0109, 0.0200)  # their boundary's 95 % interval
 CI_NU = (0.725, 0.799)  # their exponent's interval
 MIN_POINTS = 3  # weight decays a power law is fitted over, at the least
 MIN_R2 = 0.9  # a fit that explains less than this is not a power law
+IDENTICAL = 0.99  # a head similarity at least this: the heads' patterns are the same
 TRACKS = 2.0  # a diagnostic tracks the transition if it moves this many times more across it than the control does
 SOURCE = "Verma (2026), arXiv 2605.20441, abstract"
 SIDE = "Verma (2026)"
@@ -90,17 +91,19 @@ def rule_boundary(runs: dict) -> tuple[bool | None, str]:
 
 
 def power_law(members: list[dict]) -> tuple[float, float, list] | None:
-    """(ν, R², points) of log t = a - ν log(λ - λ_c) over the weight decays above the boundary whose seeds all grok
-    (t: their median grok step; λ_c: the geometric mean of λ_lo and λ_hi); None with fewer than MIN_POINTS."""
+    """(ν, R², points) of log t = a - ν log(λ - λ_c) over the weight decays from the boundary up whose regime is
+    grokking (t: the median grok step over their seeds, a seed that never groks counted at the budget's end; λ_c:
+    the geometric mean of λ_lo and λ_hi); None with fewer than MIN_POINTS."""
     lo, hi = boundary(members)
     if lo is None or hi is None:
         return None
     lc = float(np.sqrt(lo * hi)) if lo > 0 else hi / 2
+    reg = regimes(members)
     pts = []
     for wd in values_of(members, WD):
         ms = [m for m in members if m["values"][WD] == wd]
-        if wd >= hi and all(regime(m) == "grokking" for m in ms):
-            pts.append((wd, float(np.median([grok_step(m) for m in ms]))))
+        if wd >= hi and reg[wd] == "grokking":
+            pts.append((wd, float(np.median([grok_step(m) or m["steps"] for m in ms]))))
     if len(pts) < MIN_POINTS:
         return None
     x, y = np.log([wd - lc for wd, _ in pts]), np.log([t for _, t in pts])
@@ -110,10 +113,11 @@ def power_law(members: list[dict]) -> tuple[float, float, list] | None:
 
 
 def rule_exponent(runs: dict) -> tuple[bool | None, str]:
-    """holds if the median grok step over the weight decays above the boundary (every seed grokking, at least 3 of
-    them) follows a power law in λ - λ_c (least squares in log-log, R² ≥ 0.9; λ_c the geometric mean of the
-    boundary's two ends) with an exponent ν inside their interval [0.725, 0.799]; does not hold otherwise; not
-    testable without a boundary or with fewer than 3 such weight decays."""
+    """holds if the median grok step over the weight decays from the boundary up whose regime is grokking (at least
+    3 of them; a seed that never groks counted at the budget's end) follows a power law in λ - λ_c (least squares
+    in log-log, R² ≥ 0.9; λ_c the geometric mean of the boundary's two ends) with an exponent ν inside their
+    interval [0.725, 0.799]; does not hold otherwise; not testable without a boundary or with fewer than 3 such
+    weight decays."""
     fit = power_law(runs[SETTING])
     if fit is None:
         return None, "fewer than 3 weight decays above a boundary"
@@ -147,6 +151,19 @@ def rule_tracks(runs: dict) -> tuple[bool | None, str]:
     return bool(ok), "; ".join(out) + f" ({len(grok)} grokking, {len(memo)} memorising seeds)"
 
 
+def rule_identical_at_collapse(runs: dict) -> tuple[bool | None, str]:
+    """holds if every seed of every weight decay whose regime is collapse ends with a head similarity of at least
+    0.99 (identical attention patterns: every pair of heads' patterns the same up to scale); not testable when no
+    weight decay collapses."""
+    reg = regimes(runs[SETTING])
+    coll = [wd for wd, r in reg.items() if r == "collapse"]
+    if not coll:
+        return None, "no weight decay collapses"
+    ends = {wd: [m["curve"]["head_similarity"][-1] for m in runs[SETTING] if m["values"][WD] == wd] for wd in coll}
+    return bool(all(min(v) >= IDENTICAL for v in ends.values())), "final head similarity at " + "; ".join(
+        f"{wd:g}: {', '.join(f'{x:.2f}' for x in v)}" for wd, v in ends.items())
+
+
 def grok_spread(runs: dict) -> str:
     return spread([grok_step(m) for m in runs[SETTING]])
 
@@ -164,6 +181,8 @@ STUDY = Study(
                     "λ_c=0.0158 (95% CI [0.0109, 0.0200], N=210)\"", SOURCE, rule_boundary),
         Claim(SIDE, "\"a power-law fit gives an empirical exponent ν=0.757 (CI [0.725, 0.799])\"", SOURCE,
               rule_exponent),
+        Claim(SIDE, "\"collapse (λ=10, identical attention patterns)\"", "Verma (2026), arXiv 2605.20441v1, "
+              "abstract (the HTML version's)", rule_identical_at_collapse),
         Claim(SIDE, "\"two cheap online diagnostics, mean pairwise attention-head cosine similarity and entropy "
                     "standard deviation, that track training dynamics from attention activations alone\"", SOURCE,
               rule_tracks),
