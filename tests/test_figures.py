@@ -598,9 +598,9 @@ def test_the_film_shows_the_llc_when_the_run_has_one(runs, monkeypatch):
     monkeypatch.setattr(F, "read_llc_report", lambda path: report)
     drawn = []
     monkeypatch.setattr(F, "_llc", lambda ax, r, step: drawn.append((r, step)))
-    with_llc = list(F.frames(run, 8))
-    assert len(with_llc) == 8 and with_llc[0].shape[0] == plain.shape[0] and with_llc[0].shape[1] > plain.shape[1]
-    assert [s for _, s in drawn] == [int(s) for s in F.plan_frames(run, 8)[1]] and drawn[0][0] is report
+    with_llc = next(F.frames(run, 8))  # the first frame: one more panel, drawn at the frame's step
+    assert with_llc.shape[0] == plain.shape[0] and with_llc.shape[1] > plain.shape[1]
+    assert drawn == [(report, int(F.plan_frames(run, 8)[1][0]))]
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
