@@ -108,12 +108,13 @@ def book_verdicts(root: Path = ROOT) -> dict[str, str]:
 
 
 def stability_rows(path: Path) -> dict[str, dict[str, str]]:
-    """claim -> {task: 'verdict (per-seed marks)'} from the stability bundle's verdict table."""
+    """claim -> {task: 'verdict (per-seed marks)'} from the stability bundle's verdict table (# | claim | source |
+    task | measured | per seed | verdict)."""
     out: dict[str, dict[str, str]] = {}
     for line in path.read_text().splitlines():
-        if re.match(r"^\| \d+ \| ", line) and line.count(" | ") >= 5:
+        if re.match(r"^\| \d+ \| ", line) and line.count(" | ") >= 6:
             c = cells(line)
-            out.setdefault(short(c[1]), {})[c[3]] = f"{verdict(c[5])} ({c[4]})"
+            out.setdefault(short(c[1]), {})[c[3]] = f"{verdict(c[-1])} ({c[-2]})"
     return out
 
 

@@ -106,3 +106,47 @@ def test_prevents_sc_is_not_judged_on_the_softmax_a_stablemax_run_does_not_train
     assert SR.rule_prevents_sc({"onset": {"q=2": None}}) is None
     assert SR.rule_prevents_sc({"onset": {"q=2": 133}}) is None
     assert "softmax of the logits" in " ".join(SR.rule_prevents_sc.__doc__.split())
+
+
+def test_collapsed_first_is_what_the_sc_rule_and_its_measured_cell_read():
+    nowd = m(grok={"a": 800, "b": 100}, onset={"a": 300, "b": 200}, gain={"a": 0.0, "b": 0.0})
+    assert R.collapsed_first(nowd) == ["a"]  # b grokked before its collapse
+    assert R.collapsed_first(m(onset={"a": 2900})) == []  # no gain measured: too late to tell
+    wd = m(grok={"a": 700})
+    said = bundle.say_sc_stops(nowd, wd)
+    assert "1 task(s) collapse first (onset 300)" in said and "1 of them (at 800) grok after it" in said
+    assert "the control groks 1 of them (at 700)" in said
+    assert bundle.say_sc_stops(m(), wd).startswith("no task collapses")
+
+
+def test_prevents_nlm_is_not_judged_on_the_weight_norm():
+    grown, kept = m() | {"weight_norm": [40.0, 150.0]}, m() | {"weight_norm": [40.0, 40.0]}
+    assert R.rule_prevents_nlm(grown) is None and R.rule_prevents_nlm(kept) is None
+    assert "weight norm" in " ".join(R.rule_prevents_nlm.__doc__.split())
+    assert bundle.say_prevents_nlm(grown) == "weight norm 40 → 150"
+
+
+def test_a_row_quotes_only_the_part_of_a_sentence_its_rule_tests():
+    """StableMax's and ⊥Grad's sentences each have several parts: every row quotes its own part and no other's."""
+    parts = {R.rule_prevents_sc: ("prevents SC", ("enables",)),
+             R.rule_prevents_nlm: ("NLM", ("quick", "generalization in")),
+             R.rule_quick: ("quick", ("NLM", "grokking tasks"))}
+    for claim, _, rule, reads, _ in bundle.CLAIMS:
+        if rule in parts:
+            want, others = parts[rule]
+            assert want in claim and not any(o in claim for o in others), claim
+        if rule is R.rule_enables and any("StableMax" in s or "⊥Grad" in s for s in reads):
+            assert "prevents SC" not in claim and "quick" not in claim and "NLM" not in claim, claim
+
+
+@pytest.mark.skipif(not (BUNDLE / "summaries" / "report.json").is_file(), reason="no committed stability bundle")
+def test_the_float16_row_says_when_the_collapsed_runs_grok():
+    from experiments.headline import stability_rows
+
+    text = (BUNDLE / "results.md").read_text()
+    f16 = [ln for ln in text.splitlines() if "on the float16 runs" in ln and "| nanda |" in ln]
+    assert len(f16) == 1 and "collapse first (onset" in f16[0] and "grok after it" in f16[0]
+    rows = stability_rows(BUNDLE / "results.md")
+    verdicts = [v.split(" (")[0] for r in rows.values() for v in r.values()]
+    assert set(verdicts) <= {"holds", "does not hold", "not testable"}
+    assert len(rows) == len(bundle.CLAIMS)

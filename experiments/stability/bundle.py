@@ -20,35 +20,96 @@ from miiii.files import write_text_atomic
 from miiii.provenance import cell, provenance_table
 from miiii.rules import printed_rule as rule_text
 
+
+def _steps(xs) -> str:
+    """Steps as a cell: one value, a range, or never."""
+    xs = sorted(x for x in xs if x is not None)
+    return "never" if not xs else (f"{xs[0]}" if xs[0] == xs[-1] else f"{xs[0]}–{xs[-1]}")
+
+
+def _grokked(m: dict) -> str:
+    return f"{R.grokked(m)}/{len(m['grok'])}"
+
+
+def _some(ks: list, steps: dict) -> str:
+    """'k of them (at steps)' for the tasks `ks` over their grok steps `steps`."""
+    at = [steps[q] for q in ks if steps[q] is not None]
+    return f"{len(at)} of them" + (f" (at {_steps(at)})" if at else "")
+
+
+def say_sc_stops(nowd: dict, wd: dict) -> str:
+    """What the SC rule reads in one seed: the tasks that collapse before they grok, how many grok after, how far
+    validation accuracy climbs after the onset, and how many of them the control groks."""
+    hit = R.collapsed_first(nowd)
+    if not hit:
+        return "no task collapses at least 200 steps before the end without grokking first"
+    gain = f"; valid-acc gain after the onset {np.median([nowd['gain'][q] for q in hit]):+.2f}"
+    return (f"{len(hit)} task(s) collapse first (onset {_steps(nowd['onset'][q] for q in hit)}); "
+            f"{_some(hit, nowd['grok'])} grok after it{gain}; the control groks {_some(hit, wd['grok'])}")
+
+
+def say_enables(mitigated: dict, nowd: dict, wd: dict) -> str:
+    return f"grokked {_grokked(mitigated)}; no wd {_grokked(nowd)}; weight decay {_grokked(wd)}"
+
+
+def say_prevents_sc(mitigated: dict) -> str:
+    return (f"softmax collapse share at the end {max(mitigated['collapse_end'].values()):.2f} (not StableMax's own "
+            "probabilities)")
+
+
+def say_prevents_nlm(ortho: dict) -> str:
+    return f"weight norm {ortho['weight_norm'][0]:.0f} → {ortho['weight_norm'][1]:.0f}"
+
+
+def say_quick(ortho: dict, wd: dict) -> str:
+    both = [q for q, t in ortho["grok"].items() if t is not None and wd["grok"][q] is not None]
+    return (f"grokked {_grokked(ortho)} vs {_grokked(wd)}; grok step {_steps(ortho['grok'][q] for q in both)} vs "
+            f"{_steps(wd['grok'][q] for q in both)}" if both else f"grokked {_grokked(ortho)} vs {_grokked(wd)}")
+
+
+def say_precision(f16: dict, f32: dict, f64: dict) -> str:
+    return " / ".join(_steps(m["onset"].values()) for m in (f16, f32, f64)) + " (float16 / 32 / 64)"
+
+
 SOURCE = "Prieto et al. (ICLR 2025), abstract"
 FIG2 = ("[paraphrase] the repository's Figure 2 (run_main_experiments.sh trains float16, float32 and float64; "
         "paper_plots.ipynb marks each one's first epoch with \"50% zero terms in the loss\")")
-# (claim, quoted source, rule, the settings the rule reads, in its argument order)
+# (claim, quoted source, rule, the settings the rule reads in its argument order, what one seed shows): a claim
+# quotes only what its rule tests; a sentence with several parts has a row per part, each quoting its part
 CLAIMS = (
     ("\"[…] and eventually leads to SC, stopping learning altogether\"; \"We show that SC prevents grokking\"",
-     SOURCE, R.rule_sc_stops, ("no wd", "weight decay")),
+     SOURCE, R.rule_sc_stops, ("no wd", "weight decay"), say_sc_stops),
     ("\"[…] mitigating SC leads to grokking without regularization\" (float64 softmax)",
-     SOURCE, R.rule_enables, ("no wd, float64", "no wd", "weight decay")),
-    ("\"StableMax, a new activation function that prevents SC and enables grokking without regularization\" "
-     "(its first half: prevents SC)", SOURCE, R.rule_prevents_sc, ("no wd, StableMax",)),
-    ("\"StableMax, a new activation function that prevents SC and enables grokking without regularization\" "
-     "(its second half: enables grokking)", SOURCE, R.rule_enables, ("no wd, StableMax", "no wd", "weight decay")),
-    ("\"⊥Grad, a training algorithm that leads to quick generalization in grokking tasks by preventing NLM "
-     "altogether\" (groks without weight decay)", SOURCE, R.rule_enables, ("no wd, ⊥Grad", "no wd", "weight decay")),
+     SOURCE, R.rule_enables, ("no wd, float64", "no wd", "weight decay"), say_enables),
+    ("\"StableMax, a new activation function that prevents SC […]\"", SOURCE, R.rule_prevents_sc,
+     ("no wd, StableMax",), say_prevents_sc),
+    ("\"StableMax, a new activation function that […] enables grokking without regularization\"", SOURCE,
+     R.rule_enables, ("no wd, StableMax", "no wd", "weight decay"), say_enables),
+    ("\"⊥Grad, a training algorithm that leads to […] generalization in grokking tasks […]\" (without weight decay)",
+     SOURCE, R.rule_enables, ("no wd, ⊥Grad", "no wd", "weight decay"), say_enables),
     ("\"⊥Grad […] leads to quick generalization\" (sooner than with weight decay)", SOURCE, R.rule_quick,
-     ("no wd, ⊥Grad", "weight decay")),
+     ("no wd, ⊥Grad", "weight decay"), say_quick),
+    ("\"⊥Grad […] by preventing NLM altogether\"", SOURCE, R.rule_prevents_nlm, ("no wd, ⊥Grad",),
+     say_prevents_nlm),
     ("\"We show that SC prevents grokking\" (on the float16 runs, whose softmax collapses soonest)", SOURCE,
-     R.rule_sc_stops, ("no wd, float16", "weight decay")),
+     R.rule_sc_stops, ("no wd, float16", "weight decay"), say_sc_stops),
     ("collapse comes earlier in lower precision", FIG2, R.rule_precision,
-     ("no wd, float16", "no wd", "no wd, float64")),
+     ("no wd, float16", "no wd", "no wd, float64"), say_precision),
 )
 
 
 def judge(summary: dict, claim) -> list:
     """The claim's per-seed results on one task's summary (seeds in order)."""
-    *_, fn, reads = claim
+    _, _, fn, reads, _ = claim
     members = [summary["settings"][s] for s in reads]
     return [fn(*seed) for seed in zip(*members, strict=True)]
+
+
+def measured(summary: dict, claim) -> str:
+    """What the claim's rule reads in each seed, as one cell."""
+    *_, reads, say = claim
+    members = [summary["settings"][s] for s in reads]
+    return "; ".join(f"seed {seed[0]['seed']}: {say(*seed)}" for seed in zip(*members, strict=True))
 
 
 def _mark(v) -> str:
@@ -90,12 +151,13 @@ def results_md(summaries: dict, report: dict) -> str:
               f"{sum(s['wall_s'].values()) / 60:.0f} min (compiling included) |" for t, s in summaries.items()]
     lines += ["",
         "## Verdicts", "",
-        "| # | claim | source | task | per seed | verdict |", "| --- | --- | --- | --- | --- | --- |"]
+        "| # | claim | source | task | measured, per seed | per seed | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |"]
     for i, claim in enumerate(CLAIMS, 1):
         for task, s in summaries.items():
             per = judge(s, claim)
-            lines.append(f"| {i} | {cell(claim[0])} | {cell(claim[1])} | {task} | {' '.join(map(_mark, per))} | "
-                         f"**{R.verdict(per)}** |")
+            lines.append(f"| {i} | {cell(claim[0])} | {cell(claim[1])} | {task} | {cell(measured(s, claim))} | "
+                         f"{' '.join(map(_mark, per))} | **{R.verdict(per)}** |")
     lines += ["", "Rules (errs toward *does not hold*; "
               f"{rule_text(R.verdict)}):", ""]
     lines += [f"{i}. {rule_text(c[2])} Settings read: {'; '.join(c[3])}." for i, c in enumerate(CLAIMS, 1)]

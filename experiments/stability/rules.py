@@ -20,14 +20,20 @@ def grokked(s: dict) -> int:
     return sum(v is not None for v in s["grok"].values())
 
 
+def collapsed_first(nowd: dict) -> list[str]:
+    """The tasks that reach Softmax Collapse before they grok (or never grok), with a gain measured after the onset
+    (an onset within the last 200 steps has none)."""
+    return [q for q, t in nowd["onset"].items() if t is not None and nowd["gain"][q] is not None
+            and (nowd["grok"][q] is None or nowd["grok"][q] > t)]
+
+
 def rule_sc_stops(nowd: dict, wd: dict) -> bool | None:
     """holds if, without weight decay (float32 softmax), at least one task reaches Softmax Collapse (half of its
     training samples with a correct-class probability of exactly 1) before it groks, none of those tasks groks
     afterwards, their median validation-accuracy gain from the onset to the end (means over 100 steps) is below
     0.02, and the same seed with weight decay (the control) groks every one of them; not testable when no task
     collapses at least 200 steps before the end without grokking first, or when the control does not grok them."""
-    hit = [q for q, t in nowd["onset"].items() if t is not None and nowd["gain"][q] is not None
-           and (nowd["grok"][q] is None or nowd["grok"][q] > t)]
+    hit = collapsed_first(nowd)
     if not hit or any(wd["grok"][q] is None for q in hit):
         return None
     return bool(all(nowd["grok"][q] is None for q in hit) and np.median([nowd["gain"][q] for q in hit]) < STALLED)
@@ -38,6 +44,14 @@ def rule_prevents_sc(mitigated: dict) -> bool | None:
     collapse these runs record reads the softmax of the logits (train.loss=stablemax does not change the metric),
     which a StableMax run is not trained through (that softmax does collapse: 1.00 at the end, the per-setting
     table)."""
+    return None
+
+
+def rule_prevents_nlm(ortho: dict) -> bool | None:
+    """holds if ⊥Grad's updates have no component along the weights once the training set is fit (Prieto et al.'s
+    naïve loss minimisation: the gradient aligned with the weights, scaling the logits); not testable here, since
+    these runs record neither the gradient's alignment with the weights nor the update's, and the weight norm they do
+    record grows under any update, orthogonal or not (the per-setting table)."""
     return None
 
 
