@@ -53,7 +53,7 @@ MIN_ORDER_TASKS = 8  # fewer grokked tasks than this cannot test "no particular 
 MIN_SHARED_TASKS = 3  # fewer tasks grokked in both runs than this cannot compare their grok steps
 ALPHA = 0.05  # the permutation test's level
 BAND = 0.2  # a reported correlation is reproduced within +-0.2
-NOT_NOTABLE = 0.1  # "not notably delayed": a median delay of at most 10 % of the run
+NOT_NOTABLE = 0.1  # "not notably delayed": at most 10 % of the run behind
 
 def rule_in_succession(grok: dict) -> bool:
     """holds if q = 2, 3, 5, 7 all grok (validation accuracy ≥ 0.99) at strictly increasing steps."""
@@ -111,25 +111,45 @@ def rule_all_grok(grok: dict) -> bool:
     return len(grok) > 0 and all(s is not None for s in grok.values())
 
 
+def rest_of_masked(grok: dict) -> list[int]:
+    """The masked run's "rest": the tasks q > 7 other than 11, 13, 17, 19 (those that grok first)."""
+    return [q for q in grok if q not in SMALL and q not in MASKED_FIRST]
+
+
+def kth_lags(masked: dict, plain: dict) -> list[float | None]:
+    """For each k the unmasked run reaches among the rest: the masked run's k-th grok step among them minus the
+    unmasked run's k-th (None: the masked run had not reached k tasks by its last step)."""
+    rest = rest_of_masked(masked)
+    u, t = (sorted(s for q, s in g.items() if q in rest and s is not None) for g in (masked, plain))
+    return [u[k] - tk if k < len(u) else None for k, tk in enumerate(t)]
+
+
 def rule_not_delayed(masked: dict, plain: dict, steps: int) -> bool | None:
-    """holds if as many tasks q > 7 grok in the masked run as in the unmasked one and the median delay (masked grok
-    step − unmasked grok step) over the tasks q > 7 that grok in either run is at most 10 % of the run's steps, a
-    task that does not grok counting as grokking just after the run's last step (a task only the masked run groks
-    is early there); not testable when fewer than 3 tasks q > 7 grok in either run."""
-    late = lambda s: steps + 1 if s is None else s  # noqa: E731
-    either = [q for q in masked if q not in SMALL and (masked[q] is not None or plain.get(q) is not None)]
-    if len(either) < MIN_SHARED_TASKS:
+    """holds if, over the rest (the tasks q > 7 other than 11, 13, 17, 19), the masked run's count of grokked tasks
+    never falls more than 10 % of the run's steps behind the unmasked run's: for every k the unmasked run reaches,
+    the masked run's k-th grok step among the rest is at most 0.1 × steps after the unmasked run's k-th (a task
+    only the masked run groks puts it ahead); not testable when none of the rest groks in either run, or when the
+    masked run has not reached k and the unmasked run's k-th lies within the run's last 10 % (it could still)."""
+    rest = rest_of_masked(masked)
+    if not any(g.get(q) is not None for g in (masked, plain) for q in rest):
         return None
-    n_m, n_p = (sum(s is not None for q, s in t.items() if q not in SMALL) for t in (masked, plain))
-    return bool(n_m >= n_p and np.median([late(masked[q]) - late(plain.get(q)) for q in either]) <= NOT_NOTABLE * steps)
+    allowed, undecided = NOT_NOTABLE * steps, False
+    t = sorted(s for q, s in plain.items() if q in rest and s is not None)
+    for tk, lag in zip(t, kth_lags(masked, plain), strict=True):
+        if lag is None and tk + allowed > steps:
+            undecided = True
+        elif lag is None or lag > allowed:
+            return False
+    return None if undecided else True
 
 
-def rule_slower(nanda_step, miiii_steps: list, steps: int) -> bool | None:
-    """holds if the median grok step over miiii's tasks (a task that never groks counts as later than the run's last
-    step) is later than nanda's grok step; not testable when nanda does not grok."""
-    if nanda_step is None:
+def rule_slower(nanda_step, miiii_steps: list) -> bool | None:
+    """holds if nanda and every miiii task grok and the median of miiii's grok steps is later than nanda's grok
+    step; not testable when nanda or any miiii task does not grok (a run that never generalises is not timed: a
+    task that never groks counting as late would let the shuffled-label control pass)."""
+    if nanda_step is None or not miiii_steps or any(s is None for s in miiii_steps):
         return None
-    return bool(np.median([steps + 1 if s is None else s for s in miiii_steps]) > nanda_step)
+    return bool(np.median(miiii_steps) > nanda_step)
 
 
 def rule_perfect(acc) -> bool:

@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from _runhelp import ROOT
 
 from experiments.paper import claims as R
+from experiments.paper.report import load_summaries
 from miiii import analysis as A
 from miiii import rules
 
@@ -120,19 +122,34 @@ def test_positional_cause_needs_every_run_of_the_non_commutative_task():
     assert R.rule_order_matters(0.95, []) is False
 
 
-def test_masked_not_delayed_and_harder_slower():
-    plain = {q: 1000 + 10 * q for q in [11, 13, 17, 19, 23]}
+def test_masked_not_delayed_reads_the_rest_count_by_count():
+    """'the rest are not notably delayed': the rest are q > 7 but 11, 13, 17, 19; the masked run's k-th grok among
+    them at most 10 % of the run after the unmasked run's k-th."""
+    plain = {q: 1000 + 10 * q for q in [11, 13, 17, 19, 23, 29, 31]}
     assert R.rule_not_delayed(plain | {2: None}, plain, 5000) is True
+    assert R.rule_not_delayed({q: s + 500 for q, s in plain.items()}, plain, 5000) is True  # exactly 10 % later
     assert R.rule_not_delayed({q: s + 1000 for q, s in plain.items()}, plain, 5000) is False  # 20 % later
-    assert R.rule_not_delayed(plain | {23: None}, plain, 5000) is False  # fewer grok
-    assert R.rule_not_delayed({11: 5, 13: 6}, {11: 5, 13: 6}, 5000) is None  # too few in either
-    # the masked run groks tasks the unmasked one never does: earlier, not delayed (the CPU bundle's 5, 6, 5 vs 3, 1, 0)
-    assert R.rule_not_delayed({11: 900, 13: 950, 17: 990, 19: None}, {11: None, 13: None, 17: None, 19: None},
-                              1000) is True
-    assert R.rule_not_delayed({11: None, 13: None, 17: 990}, {11: 100, 13: 120, 17: 130}, 1000) is False
-    assert R.rule_slower(300, [100, 200, 5000, None, None], 5000) is True  # median task after nanda
-    assert R.rule_slower(300, [100, 200, 250, 260, None], 5000) is False
-    assert R.rule_slower(None, [100], 5000) is None
+    assert R.rule_not_delayed(plain | {31: None}, plain, 5000) is False  # the masked run never reaches the third
+    # the first four grokking early do not make up for the rest: only 23, 29, 31 are counted
+    early = {11: 5, 13: 6, 17: 7, 19: 8}
+    assert R.rule_not_delayed(early | {23: None, 29: None, 31: None}, plain, 5000) is False
+    assert R.rule_not_delayed(early | {23: None}, {q: None for q in early} | {23: None}, 5000) is None  # none of the
+    # rest groks in either run: nothing to time
+    # the masked run groks tasks of the rest the unmasked one never does: ahead, not delayed (the CPU bundle's seed 2)
+    assert R.rule_not_delayed({31: 3125, 41: 4500, 23: None}, {31: None, 41: None, 23: None}, 5000) is True
+    # the CPU bundle's seed 0: 2915, 3155, 4979 against 4218, 4372, 4941 (the third +38 of an allowed +500)
+    assert R.rule_not_delayed({23: None, 31: 3155, 53: 2915, 61: None, 67: 4979},
+                              {23: 4218, 31: 4372, 53: None, 61: 4941, 67: None}, 5000) is True
+    # the unmasked run's k-th in the run's last 10 %, the masked run not there yet: it could still be within 10 %
+    assert R.rule_not_delayed({23: None, 29: None}, {23: 4800, 29: None}, 5000) is None
+    assert R.rule_not_delayed({23: None, 29: None}, {23: 4000, 29: 4800}, 5000) is False  # the first decides
+
+
+def test_harder_slower_needs_every_task_to_grok():
+    assert R.rule_slower(300, [100, 200, 400, 500, 600]) is True  # the median task after nanda
+    assert R.rule_slower(300, [100, 200, 250, 260, 400]) is False
+    assert R.rule_slower(300, [100, 200, 5000, None, None]) is None  # a task never grokking is not slower, untimed
+    assert R.rule_slower(None, [100]) is None
 
 
 def _claim(readings, rule=R.rule_perfect, **kw):
@@ -242,17 +259,26 @@ def test_a_comparison_the_shuffled_label_run_passes_too_is_not_testable(basis, v
     assert R.judge(claim, runs)["verdict"] == "does not hold"
 
 
-@pytest.mark.parametrize(("basis_steps", "verdict"), [([None] * 3, "not testable"), ([10, 20, 30], "holds")])
+@pytest.mark.parametrize(("basis_steps", "verdict"), [
+    ([None] * 3, "holds"),  # the control never groks: it cannot pass a rule that times generalisation
+    ([10, 20, 30], "holds"),  # the control's median before nanda's: it fails the rule
+    ([60, 70, 80], "not testable"),  # the control passes the same rule: the seed cannot tell miiii from it
+])
 def test_harder_slower_is_controlled_by_the_shuffled_label_run(basis_steps, verdict):
-    """miiii's median task never grokking makes 'miiii generalises slower' pass by default: basis, which never
-    generalises, passes the same way, so the seed is not testable."""
+    """'miiii generalises slower': miiii's median grok step after nanda's, every miiii task grokking (a task that
+    never groks counted as late let the shuffled-label run, which never generalises, pass the same rule); the rule is
+    applied to basis in miiii's place, and where it passes too the seed is not testable."""
     claim = next(c for c in R.CLAIMS if c.key == "harder-slower")
 
     def m(steps, dropout=0.1):
         return {"grok_step": steps, "task_names": [f"q={q}" for q in (2, 3, 5)][: len(steps)],
                 "run": {"steps": 100, "dropout": dropout, "seed": 0}}
     runs = {"nanda": [m([50])] * 2, "miiii": [m([10, 60, 70])] * 2, "basis": [m(basis_steps)] * 2}
-    assert R.judge(claim, runs)["verdict"] == verdict
+    row = R.judge(claim, runs)
+    assert row["verdict"] == verdict, row
+    assert "where it passes too, the seed is not testable" in row["rule"]
+    runs["miiii"] = [m([10, 20, 60])] * 2  # q = 2 and 3 before nanda: the median task is not slower
+    assert R.judge(claim, runs)["verdict"] == "does not hold"
     runs["miiii"] = [m([10, None, None])] * 2  # miiii did not learn: the seed says nothing, whatever basis does
     row = R.judge(claim, runs)
     assert row["verdict"] == "not testable" and "miiii run of seed 0 did not generalise: 1/3" in row["why"]
@@ -292,7 +318,8 @@ def test_a_seed_that_did_not_learn_is_set_aside_and_two_that_learned_are_needed(
 
 def test_claims_about_p_alone_need_no_learning_and_every_other_claim_does():
     alone = {c.key for c in R.CLAIMS if not c.learned}
-    assert alone == {"no-zeros-0", "no-zeros-p", "prime-count", "task-count"}
+    # when the masked run groks against the unmasked one is judged over what each run groks
+    assert alone == {"no-zeros-0", "no-zeros-p", "prime-count", "task-count", "masked-not-delayed"}
     assert all("miiii" in c.learned or c.roles == ("nanda",) for c in R.CLAIMS if c.learned)
 
 
@@ -340,3 +367,41 @@ def test_the_task_count_claim_counts_the_primes_below_p():
     stated, true = reading.args
     assert true == 29 == len(PRIMES_113) and stated == pytest.approx(113 * math.log(113))
     assert R.rule_about(*reading.args) is False and R.rule_about(113 / math.log(113), 29) is True
+
+
+def _masked_seed(masked: dict, plain: dict, steps: int = 5000) -> dict:
+    def m(g):
+        return {"task_names": [f"q={q}" for q in g], "grok_step": list(g.values()), "run": {"steps": steps, "seed": 0}}
+    return {"masked": m(masked), "miiii": m(plain)}
+
+
+@pytest.mark.parametrize(("masked", "verdict"), [
+    ({2: None, 23: 2000, 29: 2500, 31: None}, "holds"),  # ahead of the unmasked run, which did not learn either
+    ({2: None, 23: 4000, 29: None, 31: None}, "does not hold"),  # 1,500 steps behind its first, never a second
+])
+def test_masked_not_delayed_is_judged_though_neither_run_finished(masked, verdict):
+    claim = next(c for c in R.CLAIMS if c.key == "masked-not-delayed")
+    plain = {2: 100, 23: 2500, 29: 3000, 31: None}  # 3 of 4 tasks: this run did not generalise every task
+    seeds = [_masked_seed(masked, plain)] * 2
+    row = R.judge(claim, {role: [s[role] for s in seeds] for role in ("masked", "miiii")})
+    assert row["verdict"] == verdict, row
+    assert "k-th grok, masked − unmasked" in row["measured"]
+
+
+@pytest.mark.parametrize("bundle", ["paper-cpu", "paper-cpu-original"])
+def test_no_does_not_hold_rests_on_a_seed_whose_model_did_not_learn(bundle):
+    """A claim about what a model learned reads 'does not hold' only where a seed whose runs all generalised fails
+    it; a seed whose run did not learn is never counted against it."""
+    ms, _ = load_summaries(ROOT / "results" / bundle)
+    for claim in R.CLAIMS:
+        row = R.judge(claim, ms)
+        if row is None or claim.pooled or not claim.learned or row["verdict"] != "does not hold":
+            continue
+        n = row["seeds"]
+        seeds = [{role: v[i] for role, v in ms.items() if i < len(v)} for i in range(n)]
+        against = [s for s in seeds if not R.not_learned(claim, s)
+                   and R.judge_seed(claim, claim.read(s), s).holds is False]
+        assert against, (bundle, claim.key, row["why"])
+        for s in seeds:
+            if R.not_learned(claim, s):
+                assert R.judge_seed(claim, claim.read(s), s).holds is None, (bundle, claim.key)

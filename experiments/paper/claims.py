@@ -6,8 +6,11 @@ location, and judges every seed with one pure rule function (`rules.py`). The pr
 docstring (`rule_text`), so the rule a reader sees is the rule applied. A verdict errs toward *does not hold*:
 
 - it holds only when it holds in every seed; one seed against it makes it *does not hold*;
-- a claim with a control (λ = 0 against λ > 0, ...) applies the same rule to the control run: where the control passes
-  too, the rule cannot tell the effect from its absence and the seed is *not testable at this scale*;
+- a claim with a control (λ = 0 against λ > 0, the shuffled-label run in miiii's place, ...) applies the same rule to
+  the control run: where the control passes too, the rule cannot tell the effect from its absence and the seed is
+  *not testable at this scale* (the printed rule says so);
+- a claim about what a model learned is *not testable* in a seed whose run did not generalise every task (`learned`);
+  a claim about when two runs grok is judged over what each groks;
 - a pooled claim (Table 3's spike) is judged once over all seeds against their spread;
 - where the text, the original code or a figure define a number differently, each definition is its own row, named.
 
@@ -194,8 +197,9 @@ CLAIMS = (
           "11, 13, 17, 19 first", rule_first_grok, ("masked",), _masked_first, paraphrase=True),
     Claim("masked-all", "[in the masked run, 11, 13, 17, 19 first,] then all tasks", "Appendix (masked run)",
           "all tasks", rule_all_grok, ("masked",), _masked_all, paraphrase=True),
+    # a comparison of when the two runs grok, judged over what each run groks: it needs neither run to finish
     Claim("masked-not-delayed", "[in the masked run] the rest are not notably delayed", "Appendix (masked run)",
-          "not notably delayed", rule_not_delayed, ("masked", "miiii"), _not_delayed, paraphrase=True),
+          "not notably delayed", rule_not_delayed, ("masked", "miiii"), _not_delayed, paraphrase=True, learned=()),
     Claim("no-dropout", "with dropout off the model overfits every task but q ∈ {2, 3}", "Appendix (no dropout)",
           "overfits all but 2, 3", rule_overfits_all_but, ("nodropout",), _nodropout, paraphrase=True),
     *(Claim(f"no-zeros-{lower}", "primes are the only samples whose target vector contains no zeros, since it is not a "

@@ -15,10 +15,13 @@ from miiii import analysis as A
 from miiii.rules import (
     MIN_ORDER_TASKS,
     MIN_SHARED_TASKS,
+    NOT_NOTABLE,
     ONE_DIGIT,
     PAPER_STEPS,
     SMALL,
     THRESHOLD_MARGIN,
+    kth_lags,
+    rest_of_masked,
     rule_no_particular_order,
 )
 from miiii.tokens import primes_below
@@ -131,6 +134,8 @@ def _diffuse(r):
     text = (f"ticks (original, Σσ): nanda {show(n, 'tick_s')}, miiii {show(m, 'tick_s')}; counts Σσ: nanda "
             f"{show(n, 'count_s')}, miiii {show(m, 'count_s')}; counts Σσ²: nanda {show(n, 'count_s2')}, miiii "
             f"{show(m, 'count_s2')}")
+    if "basis" in r:
+        text += f" (control, basis: counts Σσ {show(r['basis']['svd'], 'count_s')})"
     nums = {f"{role} {k}": d[k] for role, d in (("nanda", n), ("miiii", m)) for k in ("tick_s_50", "tick_s_90")}
     return Reading(text, nums, ((n["count_s_50"], n["count_s_90"]), (m["count_s_50"], m["count_s_90"])))
 
@@ -141,6 +146,8 @@ def _fft(key: str):
         other = "energy_90" if key == "above_mean_2std" else "above_mean_2std"
         text = (f"nanda {n[key]}, miiii {m[key]} of {len(n['norms'])}, {len(m['norms'])} (the other definition: "
                 f"nanda {n[other]}, miiii {m[other]}); Gini nanda {n['gini']:.2f}, miiii {m['gini']:.2f}")
+        if "basis" in r:
+            text += f"; control, basis: {r['basis']['fft'][key]}"
         return Reading(text, {"nanda": n[key], "miiii": m[key]}, (n[key], m[key]))
     return read
 
@@ -197,25 +204,30 @@ def _masked_all(r):
 def _not_delayed(r):
     gm, gp = grok(r["masked"]), grok(r["miiii"])
     steps = r["miiii"]["run"]["steps"]
-    late = lambda s: steps + 1 if s is None else s  # noqa: E731
-    either = [q for q in gm if q not in SMALL and (gm[q] is not None or gp.get(q) is not None)]
-    delay = float(np.median([late(gm[q]) - late(gp.get(q)) for q in either])) if either else None
-    n_m, n_p = (sum(s is not None for q, s in g.items() if q not in SMALL) for g in (gm, gp))
-    why = f"fewer than {MIN_SHARED_TASKS} tasks q > 7 grok in either run" if len(either) < MIN_SHARED_TASKS else ""
-    return Reading(f"tasks q > 7 grokked: masked {n_m}, unmasked {n_p}; in either {len(either)}, median delay "
-                   f"{fmt(delay)} steps (a task not grokked: just after the run's end)", {"median delay": delay},
-                   (gm, gp, steps), why)
+    rest = rest_of_masked(gm)
+    n_m, n_p = (sum(g.get(q) is not None for q in rest) for g in (gm, gp))
+    lags = kth_lags(gm, gp)
+    worst = max((x for x in lags if x is not None), default=None)
+    why = "none of the rest groks in either run" if not n_m + n_p else ""
+    return Reading(f"the rest ({len(rest)} tasks q > 7 but 11, 13, 17, 19) grokked: masked {n_m}, unmasked {n_p}; "
+                   "k-th grok, masked − unmasked: " + (", ".join("not reached" if x is None else f"{x:+.0f}"
+                                                                 for x in lags) or "–")
+                   + f" (allowed +{NOT_NOTABLE * steps:.0f})", {"largest lag": worst, "rest grokked, masked": n_m,
+                                                               "rest grokked, unmasked": n_p}, (gm, gp, steps), why)
 
 
 def _slower(r):
     n, m = r["nanda"], r["miiii"]
-    ns = n["grok_step"][0]
-    steps = max(n["run"]["steps"], m["run"]["steps"])
-    med = float(np.median([steps + 1 if s is None else s for s in m["grok_step"]]))
+    ns, g = n["grok_step"][0], grok(m)
+    done = [s for s in g.values() if s is not None]
+    med = float(np.median(done)) if len(done) == len(g) else None
+    before = sum(s < ns for s in done) if ns is not None else None
+    first = min(g, key=lambda q: g[q] if g[q] is not None else float("inf"))
     recipe = "the same model and recipe" if n["run"]["dropout"] == m["run"]["dropout"] else "different recipes"
-    return Reading(f"nanda groks at {fmt(ns)}; miiii's median task at {med:.0f} ({n_grok(grok(m))}/"
-                   f"{len(m['grok_step'])} grok; {recipe})", {"nanda step": ns, "miiii median": med},
-                   (ns, m["grok_step"], steps), "nanda does not grok" if ns is None else "")
+    text = (f"nanda groks at {fmt(ns)}; miiii: {len(done)}/{len(g)} tasks grok, median {fmt(med)}, first q = {first} "
+            f"at {fmt(g[first])}, {fmt(before)} before nanda ({recipe})")
+    why = "nanda does not grok" if ns is None else "" if med is not None else "a miiii task does not grok"
+    return Reading(text, {"nanda step": ns, "miiii median": med}, (ns, m["grok_step"]), why)
 
 
 def _primes_below(n: int) -> list[int]:
