@@ -94,9 +94,11 @@ def test_unstated_verdict_per_setting_and_the_finding_both_ways():
               (0.1, 1.0): [_epochs(s, 40 + s, 1.0, 0.1) for s in range(3)],
               (1.0, 1.0): [_epochs(s, 3, 1.0, 1.0) for s in range(3)]}  # groks at once: no plateau
     text = tables.unstated_md(groups)
-    assert _verdicts(text) == {"weight decay 0, clip 1: 150 epochs ensure grokking completes": "does not hold",
-                               "weight decay 0.1, clip 1: 150 epochs ensure grokking completes": "holds",
-                               "weight decay 1, clip 1: 150 epochs ensure grokking completes": "holds"}
+    loop = tables.LOOP_97  # every row names the loop it swept (this project's older one)
+    assert _verdicts(text) == {f"{loop}, weight decay 0, clip 1: 150 epochs ensure grokking completes": "does not hold",
+                               f"{loop}, weight decay 0.1, clip 1: 150 epochs ensure grokking completes": "holds",
+                               f"{loop}, weight decay 1, clip 1: 150 epochs ensure grokking completes": "holds"}
+    assert "(on `addition-97`" in text  # the memorisation sentence too
     assert "holds at: weight decay 0.1, clip 1; weight decay 1, clip 1." in text
     assert "in most seeds: weight decay 0.1, clip 1 (3/3 seeds)." in text
     assert "| 0 | 1 | 0, 1, 2 | 2/3 | 60, –, 80 | 80 | 60–80 | 2/3 |" in text  # median counts the stuck seed as 151

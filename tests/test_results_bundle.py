@@ -85,7 +85,8 @@ def test_book_unstated_bundle_has_a_verdict_per_setting_over_three_seeds_or_more
     text = (book / "unstated.md").read_text()
     assert_provenance(text, ("date", "device", "jax", "precision", "sweeps"))
     rows = [r.split(" | ") for r in text.splitlines() if re.match(r"\| [0-9.e+]+ \| [0-9.e+]+ \| \d", r)]
-    verdicts = re.findall(r"^\| weight decay ([0-9.e+]+), clip ([0-9.e+]+): 150 epochs .*\*\*(holds|does not hold)"
+    verdicts = re.findall(r"^\| `addition-97` .*?, weight decay ([0-9.e+]+), clip ([0-9.e+]+): 150 epochs .*"
+                          r"\*\*(holds|does not hold)"
                           r"\*\* \|$", text, re.M)
     assert len(rows) >= 5 and [(r[0][2:], r[1]) for r in rows] == [v[:2] for v in verdicts]
     assert all(len(r[2].split(", ")) >= 3 for r in rows)  # seeds per setting

@@ -87,7 +87,7 @@ def fig_positions(evs: dict, out: Path) -> None:
 
 
 def fig_seed_curves(jax_runs: dict, torch_runs: dict, out: Path) -> None:
-    sides = [("miiii (JAX)", jax_runs.get("addition", []))] + (
+    sides = [("miiii (JAX, addition-97)", jax_runs.get("addition", []))] + (
         [("PyTorch, the book's loop", torch_runs["addition"])] if torch_runs.get("addition") else [])
     fig, axes = plt.subplots(1, len(sides), figsize=(6.5 * len(sides), 4), squeeze=False)
     for ax, (title, runs) in zip(axes[0], sides, strict=True):

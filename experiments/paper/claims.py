@@ -10,7 +10,8 @@ docstring (`rule_text`), so the rule a reader sees is the rule applied. A verdic
   the control run: where the control passes too, the rule cannot tell the effect from its absence and the seed is
   *not testable at this scale* (the printed rule says so);
 - a claim about what a model learned is *not testable* in a seed whose run did not generalise every task (`learned`);
-  a claim about when two runs grok is judged over what each groks;
+  a claim about when two runs grok is judged over what each groks, and a sentence about numbers, equations or tables
+  (facts.py) by computing it;
 - a pooled claim (Table 3's spike) is judged once over all seeds against their spread;
 - where the text, the original code or a figure define a number differently, each definition is its own row, named.
 
@@ -26,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from experiments.paper import facts as F
 from experiments.paper.readings import (  # noqa: F401 - Reading and the readers, reached as claims.* too
     NON_COMMUTATIVE_ROLES,
     Reading,
@@ -141,6 +143,56 @@ FFT = {"above_mean_2std": "figures' definition (Figs. 11–12: a frequency whose
 # where it does, the seed is not testable at this scale.
 BASIS_CONTROL = "the shuffled-label run (basis) in miiii's place"
 BOTH = ("nanda", "miiii")  # a comparison of the two tasks: both runs must have learned
+CALC = "(a computation, no training)"
+
+
+def _fact(key, text, source, paper, rule, read, definition=""):
+    """A sentence about numbers, equations or tables (facts.py): judged by computing it, in every bundle."""
+    return Claim(key, text, f"{source} {CALC}", paper, rule, ("miiii",), read, definition=definition, learned=())
+
+
+FACTS = (
+    _fact("tasks-113", "For p = 113, this yields 29 parallel tasks, one for each prime less than p", "§Methods › Tasks",
+          "29", F.rule_equal, F.tasks_113),
+    _fact("largest-113", "the largest prime less than p, 109, requires predictions across 109 classes",
+          "§Methods › Tasks", "109", F.rule_equal, F.largest_113),
+    _fact("p11-samples", "with p = 11, the input space consists of all pairs (x0, x1) where x0, x1 < 11, representing "
+          "numbers up to 11² − 1 = 120. This yields a dataset of 121 samples.", "§Methods › Data", "120; 121",
+          F.rule_equal, F.p11_samples),
+    _fact("p11-tasks", "For p = 11, this means predicting the remainder when dividing by 2, 3, 5, and 7",
+          "§Methods › Data", "2, 3, 5, 7", F.rule_equal, F.p11_tasks),
+    _fact("samples-113", "The training uses full batch gradient descent with the entire dataset of p² samples (12769 "
+          "when p = 113)", "§Methods › Training", "12,769", F.rule_equal, F.samples_113(12769)),
+    _fact("vector-113", "Inspecting a specific activation thus yields a 1 × 12796 vector v, which can be reshaped as a "
+          "113 × 113 matrix", "§Methods › Visualization", "12,796", F.rule_equal, F.samples_113(12796)),
+    *(_fact(f"sqrt-test-{k}", "to test if a given natural number is prime, it suffices to test that it is not a "
+            "multiple of any prime less than its square root", "§Introduction", "q < √n", F.rule_primality_test,
+            F.sqrt_test(k == "lt"), definition=d) for k, d in
+      (("lt", "as written: every natural number 1 ≤ n < p², the primes q < √n"),
+       ("le", "a reading: 2 ≤ n < p², the primes q ≤ √n (the textbook test)"))),
+    _fact("tasks-sqrt", "The choice of using every prime less than the square root of the largest number of the "
+          "dataset", "§Introduction", "q < √(p² − 1)", F.rule_equal, F.tasks_sqrt),
+    *(_fact(f"uniform-{t}", "modular arithmetic on primes is a particularly useful task for MI as it ensures "
+            "uniformity among the output classes", "§Introduction", "uniform classes", F.rule_uniform,
+            F.uniform_classes(t), definition=d) for t, d in
+      (("nanda", "T_nanda: (x0 + x1) mod p over the p² pairs"),
+       ("miiii", "T_miiii: n mod q over the p² samples, every prime q < p"))),
+    _fact("ce-ln-n", "the expected cross entropy for an n-class problem is ln(n)", "§Methods › Tasks", "ln n",
+          F.rule_close, F.ce_ln_n),
+    _fact("ce-ln-inverse", "Note that E[L_MCE] = ln(1/q), where q is the number of classes within the task in "
+          "question", "§Methods › Training", "ln(1/q)", F.rule_close, F.ce_ln_inverse),
+    _fact("eq-4.1", "sin(w(x0 + x1)) = sin(w x0) cos(w x0) + cos(w x0) sin(w x1)", "§Background › Case study: "
+          "modular addition, Eq. 4.1 (as printed)", "Eq. 4.1", F.rule_close, F.equation("4.1")),
+    _fact("eq-4.2", "cos(w(x0 + x1)) = cos(w x1) cos(w x1) − sin(w x0) sin(w x1)", "§Background › Case study: "
+          "modular addition, Eq. 4.2 (as printed)", "Eq. 4.2", F.rule_close, F.equation("4.2")),
+    _fact("eq-5", "cos(w(x0 + x1 − c)) = cos(w(x0 + x1)) cos(w c) + sin(w(x0 + x1)) sin(w c)", "§Background › Case "
+          "study: modular addition, Eq. 5.1–5.2 (the identity; Logit(c) ∝ its left side is Nanda et al.'s finding)",
+          "Eq. 5", F.rule_close, F.equation("5")),
+    _fact("table2-in-table1", "Hyper parameter optimization was conducted using Optuna, searching over Table 1 […] "
+          "The best-performing hyper-parameters for training the model on T_miiii are listed in Table 2",
+          "§Methods › Training, §Results and analysis › Hyper-parameter optimization, Tables 1–2", "wd 1/3",
+          F.rule_in_space, F.table2_in_table1),
+)
 CLAIMS = (
     Claim("pos-nanda", "For T_nanda, which involves a commutative task, the positional embeddings are virtually "
           "identical, with a Pearson correlation of 0.95", f"{SEC_EMB}, Fig. 7", "r = 0.95", rule_band, ("nanda",),
@@ -210,6 +262,7 @@ CLAIMS = (
           _prime_count, learned=()),
     Claim("task-count", "two splits (train/valid) about p ln(p) tasks", "§Methods › Visualization (a "
           "function of p, no training)", "p ln p", rule_about, ("miiii",), _task_count, learned=()),
+    *FACTS,
 )
 
 
