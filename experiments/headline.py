@@ -1,7 +1,7 @@
 """The findings, generated from the committed bundles (results/*/): every verdict shown is a row of a bundle's
-results.md, seeds.md, unstated.md or findings.md, read here, never typed. results/README.md holds every claim with its
-whole quotation; the README's front page a summary (per study: how many verdicts hold, do not hold, are not
-testable) that links to it.
+results.md, seeds.md, unstated.md, findings.md or gap.md (its claim table), read here, never typed.
+results/README.md holds every claim with its whole quotation; the README's front page a summary (per study: how
+many verdicts hold, do not hold, are not testable) that links to it.
 
     python -m experiments.headline           # rewrite both generated blocks
     python -m experiments.headline --check   # exit 1 when either differs from the bundles (a test runs it)
@@ -28,7 +28,7 @@ VERDICT_WORDS = ("does not hold", "not testable", "holds")  # longest first: "ho
 SHOWN = ("holds", "does not hold", "not testable")
 PAPER = (("results/paper-cpu/results.md", "this codebase's definitions"),
          ("results/paper-cpu-original/results.md", "the original code's choices"))
-BOOK = ("results/book/seeds.md", "results/book/unstated.md", "results/book/findings.md")
+BOOK = ("results/book/seeds.md", "results/book/unstated.md", "results/book/findings.md", "results/book/gap.md")
 STABILITY = "results/stability/results.md"
 DISPUTES = (("results/wd_regimes/results.md", "Verma (2026), weight decay regimes"),
             ("results/muon/results.md", "Muon: Tveit et al. (2025) against Essential AI (2025)"),
