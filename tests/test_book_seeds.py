@@ -163,6 +163,20 @@ def test_addition_98_is_the_book_recipe_with_the_dataloaders_98_batches_and_150_
         validate(apply_overrides(a, ["last_batch=partial"]))
 
 
+def _clopper_pearson(k: int, n: int) -> str:
+    """The exact 95 % interval of k successes in n, as the odds print it."""
+    from scipy.stats import beta
+
+    lo = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
+    hi = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
+    return f"{lo:.2f}–{hi:.2f}"
+
+
+def test_the_odds_interval_is_clopper_pearsons():
+    assert _clopper_pearson(7, 8) == "0.47–1.00" and _clopper_pearson(0, 3) == "0.00–0.71"
+    assert _clopper_pearson(8, 8) == "0.63–1.00"
+
+
 def test_addition_is_the_books_loop_and_its_odds_are_the_committed_ones():
     """`make train-addition`'s preset is addition-98 with the LambdaLR warm-up: the config results/book/warmup1.json
     ran over 8 seeds, whose count the preset's description (and the README through it) prints."""
@@ -173,12 +187,16 @@ def test_addition_is_the_books_loop_and_its_odds_are_the_committed_ones():
     assert (a.optim.warmup_first, a.train.last_batch) == (1, "keep")
     data = json.loads((ROOT / "results" / "book" / "warmup1.json").read_text())
     runs = data["runs"]
-    grokked = sum(r["valid_autoregressive_acc"] >= 0.99 for r in runs)
-    assert len(runs) >= 8 and ADDITION_ODDS.startswith(f"{grokked} of {len(runs)} seeds grokked")
-    assert ADDITION_ODDS in PRESETS["addition"][1]
+    done = [r for r in runs if r["valid_autoregressive_acc"] >= 0.99]
+    jumps, budget = [r["jump_epoch"]["0.99"] for r in done], a.train.steps // 98
     sweep = json.loads((ROOT / "results" / "book" / "findings.json").read_text())["sweeps"]["addition"]
     solved = sum(m["autoregressive"] >= 0.99 for m in sweep)
-    assert f", {solved} of {len(sweep)} as a vmapped sweep (results/book/findings.json)" in ADDITION_ODDS
+    assert len(runs) >= 8 and ADDITION_ODDS == (
+        f"{len(done)} of {len(runs)} seeds grokked within the {budget} epochs as solo runs (95 % interval "
+        f"{_clopper_pearson(len(done), len(runs))}; jumps at epochs {min(jumps)}–{max(jumps)}, the latest "
+        f"{budget - max(jumps)} epochs before the end; results/book/warmup1.json), {solved} of {len(sweep)} as a "
+        f"vmapped sweep (95 % interval {_clopper_pearson(solved, len(sweep))}; results/book/findings.json)")
+    assert ADDITION_ODDS in PRESETS["addition"][1]
     for seed, r in enumerate(runs):  # each run is this preset at its seed
         assert r["seed"] == seed and r["epochs"] == a.train.steps // 98
 
