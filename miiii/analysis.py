@@ -7,7 +7,7 @@ Every function takes explicit arrays and returns arrays or numbers; nothing read
   `to_grid` turns it into an array indexed `[x0, x1, ...]`.
 - The real Fourier basis for p (Nanda et al. 2023) has p orthonormal rows: the constant, then
   cos(2*pi*k*x/p) and sin(2*pi*k*x/p) for k = 1 .. p//2. Frequencies are integers k in 0 .. p//2.
-- "Active" frequencies use the paper's threshold (Syrkis & Sogaard 2024, Fig. 16 / Table 3): a
+- "Active" frequencies use the paper's threshold (Syrkis & Søgaard 2024, Fig. 16 / Table 3): a
   frequency is active when its strength exceeds mean + 2 std of the strengths of all non-constant
   frequencies (the constant k = 0 is never active).
 """

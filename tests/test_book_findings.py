@@ -187,6 +187,14 @@ def test_ablation_rules_against_their_baseline():
     assert F.rule_limited_carries([_run(0.5, by={"0": [100, 0.5]})], base) is None  # no sums with two carries
 
 
+def test_stricter_needs_a_gap_in_the_books_model_and_a_control_that_shows_one():
+    control = [_run(0.0, tf=1.0)]  # without the causal mask generation parts from the teacher-forced reading
+    assert F.rule_stricter(control, [_run(1.0), _run(0.9, tf=0.95)]) is True  # errors compound in one seed
+    assert F.rule_stricter(control, [_run(1.0), _run(0.1)]) is False  # equal in every seed (a causal model's lot)
+    assert F.rule_stricter(control, [_run(0.9, tf=0.95), _run(0.9, tf=0.8)]) is False  # generation above it in one
+    assert F.rule_stricter([_run(1.0)], [_run(0.9, tf=0.95)]) is None  # the control shows no gap: cannot tell
+
+
 def test_carries_counts_what_the_sums_carry():
     from experiments.book.findings import carries
     from miiii.tokens import encode_addition
@@ -218,8 +226,8 @@ def test_findings_md_renders_every_claim_with_its_printed_rule():
     text = findings_md.render(data)
     for claim in (*findings_md.SEED_CLAIMS, *findings_md.ABLATION_CLAIMS):
         assert printed_rule(claim[3]) in text
-    assert text.count("**holds** (3/3)") == 6  # predicts reading: layer-1 columns, both tasks, both anti-diagonal rows;
-    # both digit-embedding rules
+    assert text.count("**holds** (3/3)") == 7  # predicts reading: layer-1 columns, both tasks, columns in some
+    # layer, both anti-diagonal rows; both digit-embedding rules
     assert text.count("| **holds** |") == 6 and "| **does not hold** |" in text  # limited carries: gaps are equal
 
 

@@ -74,6 +74,8 @@ SEED_CLAIMS = (
     ("Addition produces column-alignment attention; reversal produces anti-diagonal attention.", 6,
      ("addition", "reversal"), F.rule_two_patterns, READ,
      lambda ms, r: f"addition {_columns(ms[0], r)}; reversal {_columns(ms[1], r)}"),
+    ("Addition attention: Output positions attend to the corresponding columns of both operands (ones to ones, tens "
+     "to tens).", 6, "addition", F.rule_columns, READ, _columns),
     ("Layer 2 handles carry propagation: output digits look at adjacent output positions to check whether a carry is "
      "needed.", 4, "addition", F.rule_layer2_carries, READ, lambda m, r: _layers(F.carry_mass, m, r)),
     ("999+001 (cascading carries) should show more complex layer-2 patterns than 123+456 (no carries), because "
@@ -90,7 +92,8 @@ SEED_CLAIMS = (
      "of operand A) and position 6 (ones of operand B) both feed into the ones-digit output.", 4, "addition",
      F.rule_column_positions, NONE, _positions),
 )
-# (claim, chapter, ablation, rule): every seed of the ablation against the baseline's seeds (`addition`)
+# (claim, chapter, ablation, rule): every seed of the ablation against the baseline's seeds (`addition`); where the
+# claim is about the baseline itself, the ablation is the rule's control
 ABLATION_CLAIMS = (
     ("This seems to contradict Chapter 5, where our one-layer ablation showed degraded accuracy.", 7, "one_layer",
      F.rule_degraded),
@@ -100,6 +103,8 @@ ABLATION_CLAIMS = (
     ("No positional embeddings \\(\\to\\) can’t distinguish columns.", 7, "no_pos_embed", F.rule_no_columns),
     ("(the same sentence, read in the attention)", 7, "no_pos_embed", F.rule_no_column_attention),
     ("No causal mask \\(\\to\\) train/test mismatch.", 7, "no_causal_mask", F.rule_mismatch),
+    ("Autoregressive generation is a stricter test than teacher-forced evaluation: each predicted token feeds into "
+     "the next, so errors compound.", 3, "no_causal_mask", F.rule_stricter),  # the ablation as the rule's control
     ("These small models need aggressive learning rates — 1e-3 doesn’t work.", 3, "lr_1e-3", F.rule_lr_never_solves),
     ("(the same sentence, “doesn’t work” as fails)", 3, "lr_1e-3", F.rule_lr_fails),
 )

@@ -257,6 +257,18 @@ def rule_mismatch(ablation: list[dict], base: list[dict]) -> bool | None:
     return all(m["teacher_forced"] >= SOLVED and m["autoregressive"] < FAILED for m in ablation)
 
 
+def rule_stricter(control: list[dict], base: list[dict]) -> bool | None:
+    """holds if in some seed of the book's model (`addition`, causal) the held-out exact match decoded
+    autoregressively is below the teacher-forced one (errors compound) and in none above it; does not hold if the
+    two are equal in every seed; not testable when the control (the model without the causal mask, whose generation
+    must part from its teacher-forced reading) shows no such gap either. For a causal model decoded greedily the two
+    exact matches agree by construction: an answer is right in one reading exactly when it is in the other."""
+    if not any(m["autoregressive"] < m["teacher_forced"] for m in control):
+        return None
+    gaps = [m["teacher_forced"] - m["autoregressive"] for m in base]
+    return max(gaps) > 0 and min(gaps) >= 0
+
+
 def carry_gap(m: dict) -> float | None:
     """Exact match on sums without a carry minus exact match on sums with two or more (None when a group is
     empty)."""
