@@ -160,6 +160,20 @@ def test_the_book_weight_decay_rule_needs_its_control():
     assert rule_stays_memorizing([run(0.01)], [run(0.1, 1.15)]) is None  # the control does not grok either
 
 
+def test_fitting_without_transfer_needs_a_low_training_loss_and_a_low_held_out_match():
+    from experiments.book.records import rule_fits_without_transfer
+
+    def run(acc, loss):
+        return {"valid_autoregressive_acc": acc, "final_epoch_loss": loss, "loss_floor": 0.9594}
+
+    assert rule_fits_without_transfer([run(0.01, 1.38), run(0.02, 0.97)]) is True  # one seed fits and does not transfer
+    assert rule_fits_without_transfer([run(0.01, 0.90)]) is True  # below the floor: memorised inputs too
+    assert rule_fits_without_transfer([run(0.01, 1.38), run(0.10, 1.15)]) is False  # the plateau fits nothing
+    assert rule_fits_without_transfer([run(1.0, 0.9596)]) is False  # it fits, and transfers: a grokked run
+    text = (ROOT / "results" / "book" / "unstated.md").read_text()
+    assert "model can fit the training data" in text and "(floor 0.9594)" in text
+
+
 def test_reversal_much_faster_is_seed_by_seed_at_half_the_epochs():
     from experiments.book.records import rule_reversal_much_faster
 

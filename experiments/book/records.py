@@ -88,6 +88,17 @@ def rule_stays_memorizing(no_wd: list[dict], control: list[dict]) -> bool | None
     return all(r["valid_autoregressive_acc"] < MEMORIZING for r in no_wd)
 
 
+FITS = 0.05  # a training loss within this of the loss floor fits the training data (where a run that groks ends)
+
+
+def rule_fits_without_transfer(no_wd: list[dict]) -> bool:
+    """holds if at weight decay 0 some seed fits its training data (the last epoch's mean training loss within 0.05
+    of the loss floor, or below it) while its held-out exact match (autoregressive) stays below 50 % (the fit does
+    not transfer); does not hold if no seed does. "Can" is judged on these seeds within the budget only."""
+    return any(r["final_epoch_loss"] <= r["loss_floor"] + FITS and r["valid_autoregressive_acc"] < MEMORIZING
+               for r in no_wd)
+
+
 def agree(a: dict, b: dict) -> bool:
     """Two jump-epoch distributions agree: as many seeds (±1) grok, and the medians (a seed that never jumps
     counted just past the budget) lie within AGREE_EPOCHS epochs."""

@@ -22,6 +22,7 @@ from experiments.book.records import (  # noqa: E402
     compare,
     distribution,
     pooled_by_loop,
+    rule_fits_without_transfer,
     rule_reversal_much_faster,
     rule_stays_memorizing,
     sample_label,
@@ -207,12 +208,20 @@ def book_recipe_claims(groups: dict, budget: int) -> list[str]:
                 f"the plateau (held-out < {MEMORIZING:.0%}); {below}/{len(no_wd)} with the training loss below the "
                 f"floor {floor:.4f} (mean {mean:.4f}; not part of the rule)"
                 f"; control, weight decay 0.01: {grokc}/{len(control)} grok") if no_wd else "no run at weight decay 0"
-    verdict = {True: "holds", False: "does not hold", None: "not testable"}[holds]
-    rule = " ".join(rule_stays_memorizing.__doc__.split())
+    said = {True: "holds", False: "does not hold", None: "not testable"}
+    fits = ", ".join(f"{r['final_epoch_loss']:.4f}" for r in no_wd)
+    held = ", ".join(f"{r['valid_autoregressive_acc']:.1%}" for r in no_wd)
     return ["", "## The book's claims about its recipe", "", "| claim | source | rule | measured | verdict |",
             "| --- | --- | --- | --- | --- |",
             f"| “Without weight decay, the model stays in the memorization regime indefinitely.” (on {LOOP_97}) | "
-            f"ch. 3, Assembly and Training | {rule} | {measured} | **{verdict}** |", "",
+            f"ch. 3, Assembly and Training | {printed_rule(rule_stays_memorizing)} | {measured} | "
+            f"**{said[holds]}** |",
+            f"| “Without weight decay, the model can fit the training data with large, complex weight configurations "
+            f"that don’t transfer to unseen inputs.” (on {LOOP_97}) | ch. 3, Assembly and Training | "
+            f"{printed_rule(rule_fits_without_transfer)} | weight decay 0, last epoch's training loss per seed: "
+            f"{fits or '–'} (floor {floor:.4f}); held-out exact match "
+            f"{held or '–'} | "
+            f"**{said[rule_fits_without_transfer(no_wd) if no_wd else None]}** |", "",
             "“These small models need aggressive learning rates — 1e-3 doesn’t work.” (ch. 3) is judged in "
             "`findings.md`, against its own sweep at lr 1e-3."]
 
