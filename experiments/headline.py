@@ -98,19 +98,22 @@ def book_rows(path: Path) -> list[tuple[str, str, str]]:
 
 def book_verdicts(root: Path = ROOT) -> dict[str, str]:
     """claim -> verdict over the book's files: a claim read two ways is one row ('predicts: …; holds: …'), and a
-    row that reads the sentence before it again ('(the same sentence, …)') names that sentence."""
+    row that reads the sentence before it again ('(the same sentence, …)') joins that sentence's row, its verdict
+    named by the reading ('its “perfect”, predicts: …'): a sentence is never cut short beside a verdict that judges
+    one reading of it."""
     out: dict[str, list[str]] = {}
     last = ""
     for f in BOOK:
         if not (root / f).is_file():
             continue
         for c, r, v in book_rows(root / f):
-            if c.strip("“”").startswith("(the same sentence"):
-                c = f"{short(last)[: SHORT // 2].rstrip('…').rstrip()}… {c.strip('“”')}"
+            again = c.strip("“”")
+            if again.startswith("(the same sentence"):
+                label = again.removeprefix("(the same sentence").lstrip(", ").removesuffix(")")
+                part = f"{label}, {r}: {v}" if r else f"{label}: {v}"
             else:
-                last = c
-                c = short(c)
-            out.setdefault(c, []).append(f"{r}: {v}" if r else v)
+                last, part = short(c), (f"{r}: {v}" if r else v)
+            out.setdefault(last, []).append(part)
     return {c: "; ".join(vs) for c, vs in out.items()}
 
 

@@ -27,16 +27,17 @@ def test_a_changed_verdict_in_a_bundle_changes_the_table(tmp_path):
     assert after != before and after.count("does not hold") == before.count("does not hold") + 1
 
 
-def test_a_book_claim_read_two_ways_is_one_row_and_a_rereading_names_its_sentence(tmp_path):
+def test_a_book_claim_read_two_ways_is_one_row_and_a_rereading_joins_its_sentence(tmp_path):
     rows = ["| claim | source | reading | rule | per seed | verdict |", "| --- | --- | --- | --- | --- | --- |",
             "| “Layer 1 aligns columns.” | ch. 4 | predicts | r | s | **does not hold** (0/3) |",
             "| “Layer 1 aligns columns.” | ch. 4 | holds | r | s | **holds** (3/3) |",
             "| “(the same sentence, its “perfect”)” | ch. 4 | predicts | r | s | **not testable** (2/3) |", ""]
     (tmp_path / headline.BOOK[-1]).parent.mkdir(parents=True)
     (tmp_path / headline.BOOK[-1]).write_text("\n".join(rows))
-    assert headline.book_verdicts(tmp_path) == {
-        "Layer 1 aligns columns.": "predicts: does not hold; holds: holds",
-        "Layer 1 aligns columns.… (the same sentence, its “perfect”)": "predicts: not testable"}
+    assert headline.book_verdicts(tmp_path) == {  # the re-reading joins its sentence's row, named, never cut short
+        "Layer 1 aligns columns.": "predicts: does not hold; holds: holds; its “perfect”, predicts: not testable"}
+    assert headline.counts(headline.book_verdicts(tmp_path).values()) == {"does not hold": 1, "not testable": 1,
+                                                                          "holds": 1}
 
 
 def test_a_generated_block_is_checked_without_being_written_and_written_between_its_markers(tmp_path):
