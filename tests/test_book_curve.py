@@ -46,6 +46,18 @@ def test_decouple_needs_many_epochs_in_some_seed():
     assert C.rule_decouple([run(acc), run(acc, seed=1)]) is None  # no losses recorded
 
 
+def test_low_loss_not_generalized_needs_a_run_that_fits_without_transfer():
+    def end(loss, acc):
+        return dict(final_epoch_loss=loss, valid_autoregressive_acc=acc, loss_floor=FLOOR)
+
+    assert C.rule_low_loss_not_generalized([end(0.96, 1.0), end(0.97, 0.1)]) is True  # low loss, held-out at 10 %
+    assert C.rule_low_loss_not_generalized([end(0.96, 1.0), end(1.15, 0.1)]) is False  # the stuck run's loss is high
+    assert C.rule_low_loss_not_generalized([end(0.90, 0.2)]) is True  # below the floor: memorised
+    row = C.pooled_row([end(0.96, 1.0), end(1.15, 0.1)], 2)
+    assert "1 of 2 runs end within 0.05 of the floor" in row and "1.1500–1.1500" in row
+    assert row.endswith("**does not hold** |")
+
+
 def test_rows_judge_loss_rules_only_where_losses_are_recorded():
     jax, torch = [run(BOOKS_CURVE, seed=s) for s in (0, 1)], [run(BOOKS_CURVE, [1.2] * 33, seed=s) for s in (0, 1)]
     lines = [ln for ln in C.rows([("jax", jax), ("torch", torch)]) if ln.startswith(("| jax", "| torch"))]
@@ -58,3 +70,4 @@ def test_committed_gap_md_judges_the_curve_sentences_on_both_loops():
     rows = [ln for ln in text.splitlines() if "(ch. 3, Assembly and Training) |" in ln]
     assert len(rows) == 4 and sum("PyTorch" in ln for ln in rows) == 3
     assert all(q in text for q, *_ in C.CLAIMS)
+    assert sum(C.LOW_LOSS_QUOTE in ln and "(ch. 7, Connections) |" in ln for ln in text.splitlines()) == 1

@@ -1,8 +1,8 @@
-"""The book's sentences about its training curve (ch. 3, Assembly and Training), judged on the per-epoch records
-gap.md compares: the held-out exact match per epoch (teacher-forced, every loop's records) and the epoch's mean
-training loss (the PyTorch loop's records only; this project's keep the held-out curve alone). A rule's docstring
-(its first paragraph) is the rule gap.md prints. A per-seed rule returns True, False or None (not testable in this
-seed); `miiii.rules.verdict` pools the seeds.
+"""The book's sentences about its training curve (ch. 3, Assembly and Training; one of ch. 7 on the loss), judged on
+the per-epoch records gap.md compares: the held-out exact match per epoch (teacher-forced, every loop's records)
+and the epoch's mean training loss (the PyTorch loop's records only; this project's keep the held-out curve alone).
+A rule's docstring (its first paragraph) is the rule gap.md prints. A per-seed rule returns True, False or None (not
+testable in this seed); `miiii.rules.verdict` pools the seeds.
 """
 
 from __future__ import annotations
@@ -72,6 +72,35 @@ def rule_decouple(runs: list[dict]) -> bool | None:
     return None if not n else max(n) >= MANY
 
 
+def fits_without_transfer(run: dict) -> bool:
+    """The run ends with its training loss (the last epoch's mean) within 0.05 of the loss floor, or below it, while
+    its held-out exact match (autoregressive) is below 50 %: a fit that does not transfer."""
+    return run["final_epoch_loss"] <= run["loss_floor"] + LOW_LOSS and run["valid_autoregressive_acc"] < LOW_ACC
+
+
+def rule_low_loss_not_generalized(runs: list[dict]) -> bool:
+    """holds if some run ends with its training loss within 0.05 of the loss floor (or below it) while its held-out
+    exact match (autoregressive) is below 50 % (a low loss that did not generalise); does not hold if none does. The
+    book says it of LLM evaluation, by grokking's lesson: it is judged on these runs of its adder only."""
+    return any(map(fits_without_transfer, runs))
+
+
+LOW_LOSS_QUOTE = "Conversely, low loss doesn’t mean it’s generalized."  # ch. 7, 7.5 Grokking
+
+
+def pooled_row(runs: list[dict], n_loops: int) -> str:
+    """The ch. 7 sentence judged over every run gap.md compares."""
+    low = [r for r in runs if r["final_epoch_loss"] <= r["loss_floor"] + LOW_LOSS]
+    stuck = [r["final_epoch_loss"] for r in runs if r["valid_autoregressive_acc"] < LOW_ACC]
+    said = (f"{len(low)} of {len(runs)} runs end within {LOW_LOSS} of the floor ({runs[0]['loss_floor']:.4f}), "
+            f"{sum(r['valid_autoregressive_acc'] < LOW_ACC for r in low)} of them below 50 % held-out; the "
+            f"{len(stuck)} runs below 50 % held-out end at a training loss of "
+            + (f"{min(stuck):.4f}–{max(stuck):.4f}" if stuck else "–"))
+    v = verdict([rule_low_loss_not_generalized(runs)])
+    return (f"| every addition run above ({len(runs)} runs of {n_loops} loops and settings): “{LOW_LOSS_QUOTE}” "
+            f"(ch. 7, Connections) | {printed_rule(rule_low_loss_not_generalized)} | {said} | **{v}** |")
+
+
 CLAIMS = (  # (quotation, rule, per seed or over the seeds)
     ("You can watch it happen: accuracy sits near zero for many epochs, then jumps — a phase transition called "
      "grokking.", rule_near_zero_then_jumps, True),
@@ -98,9 +127,9 @@ def _said(rule, runs: list[dict]) -> str:
     return head + "; ".join(f"seed {r['seed']}: {one(r)}" for r in runs)
 
 
-def rows(loops: list[tuple[str, list[dict]]]) -> list[str]:
+def rows(loops: list[tuple[str, list[dict]]], pooled: list[list[dict]] | None = None) -> list[str]:
     """gap.md's section: each claim on each loop whose records can test it, with its rule, what it read and its
-    verdict."""
+    verdict; with `pooled` (every sample's runs) chapter 7's sentence on the loss over all of them."""
     lines = ["", "## The book's sentences about its training curve", "",
              "Judged on the loop `make train-addition` trains (preset `addition`, solo runs: `warmup1.json`) and "
              "on the book's loop as written (PyTorch, `torch_book_addition.json`); a loss rule only where the "
@@ -119,4 +148,6 @@ def rows(loops: list[tuple[str, list[dict]]]) -> list[str]:
             else:
                 v = verdict([rule(runs)])
             lines.append(f"| {label}: “{quote}” {SRC} | {printed_rule(rule)} | {_said(rule, runs)} | **{v}** |")
+    if pooled:
+        lines.append(pooled_row([r for runs in pooled for r in runs], len(pooled)))
     return lines

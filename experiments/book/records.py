@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
+from experiments.book.curve_rules import fits_without_transfer  # noqa: E402
 from miiii.analysis import fisher_exact_p, rank_sum_p  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.config import ConfigError, apply_overrides  # noqa: E402
@@ -88,15 +89,11 @@ def rule_stays_memorizing(no_wd: list[dict], control: list[dict]) -> bool | None
     return all(r["valid_autoregressive_acc"] < MEMORIZING for r in no_wd)
 
 
-FITS = 0.05  # a training loss within this of the loss floor fits the training data (where a run that groks ends)
-
-
 def rule_fits_without_transfer(no_wd: list[dict]) -> bool:
     """holds if at weight decay 0 some seed fits its training data (the last epoch's mean training loss within 0.05
     of the loss floor, or below it) while its held-out exact match (autoregressive) stays below 50 % (the fit does
     not transfer); does not hold if no seed does. "Can" is judged on these seeds within the budget only."""
-    return any(r["final_epoch_loss"] <= r["loss_floor"] + FITS and r["valid_autoregressive_acc"] < MEMORIZING
-               for r in no_wd)
+    return any(map(fits_without_transfer, no_wd))
 
 
 def agree(a: dict, b: dict) -> bool:

@@ -344,6 +344,6 @@ def gap_md(samples: list[dict], provenance: dict | None = None) -> tuple[str, li
                       f"outcome (grokked or not) changes: {', '.join(map(str, split)) if split else 'none'} of "
                       f"{len(pairs)}."]
     curve_loops = [(label, by_key[k]["runs"]) for k, label in CURVE_LOOPS if k in by_key]
-    lines += curve_rows(curve_loops) if curve_loops else []
+    lines += curve_rows(curve_loops, [smp["runs"] for smp in samples]) if curve_loops else []
     lines += ["", "Figure: `gap_addition.png` (the jump epoch of every seed, by loop).", ""]
     return "\n".join(lines), results
