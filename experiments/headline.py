@@ -51,8 +51,10 @@ def verdict(cell: str) -> str:
 
 
 def short(text: str, limit: int | None = None) -> str:
-    """A claim's quotation, whole (limit None) or cut to `limit` characters."""
-    text = text.strip("“”")
+    """A claim's quotation, whole (limit None) or cut to `limit` characters; its quotation marks are dropped only
+    when the cell is the quotation alone (one with words after the quotation keeps both)."""
+    if text.startswith("“") and text.endswith("”"):
+        text = text[1:-1]
     return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

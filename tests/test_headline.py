@@ -89,3 +89,9 @@ def test_the_readme_summarises_the_whole_table_and_a_changed_verdict_moves_its_c
     assert after[headline.PAPER[1][0]] == row[headline.PAPER[1][0]]
     paper_cells = [c for rows in (headline.paper_rows(ROOT / f) for f, _ in headline.PAPER) for c in rows.values()]
     assert sum(headline.counts(paper_cells).values()) == len(paper_cells)
+
+
+def test_a_quotation_keeps_its_marks_when_words_follow_it():
+    assert headline.short("“Whole sentence.”") == "Whole sentence."
+    assert headline.short("“Quoted.” (on addition-97)") == "“Quoted.” (on addition-97)"
+    assert headline.short("label: “Quoted.” (ch. 3)") == "label: “Quoted.” (ch. 3)"

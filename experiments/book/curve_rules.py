@@ -97,8 +97,9 @@ def pooled_row(runs: list[dict], n_loops: int) -> str:
             f"{len(stuck)} runs below 50 % held-out end at a training loss of "
             + (f"{min(stuck):.4f}–{max(stuck):.4f}" if stuck else "–"))
     v = verdict([rule_low_loss_not_generalized(runs)])
-    return (f"| every addition run above ({len(runs)} runs of {n_loops} loops and settings): “{LOW_LOSS_QUOTE}” "
-            f"(ch. 7, Connections) | {printed_rule(rule_low_loss_not_generalized)} | {said} | **{v}** |")
+    return (f"| every addition run gap.md compares ({len(runs)} runs of {n_loops} loops and settings): "
+            f"“{LOW_LOSS_QUOTE}” (ch. 7, Connections) | {printed_rule(rule_low_loss_not_generalized)} | {said} | "
+            f"**{v}** |")
 
 
 CLAIMS = (  # (quotation, rule, per seed or over the seeds)
