@@ -74,11 +74,6 @@ def setting_config(study: Study, setting: Setting):
                                                       *setting.sets])
 
 
-def first_at(step: np.ndarray, ok: np.ndarray) -> list[int | None]:
-    """Per column of ok (T, K): the first step at which it holds, or None."""
-    return [int(step[np.argmax(col)]) if col.any() else None for col in ok.T]
-
-
 def member_summary(metrics: dict, config, grid_keys) -> dict:
     """One member's numbers: its seed and grid values; per task the grok step (validation accuracy ≥ 0.99 first),
     the fit step (training accuracy ≥ 0.99 first), the first step at 0.95 (Tveit et al.'s grokking) and the ends;
@@ -100,8 +95,8 @@ def member_summary(metrics: dict, config, grid_keys) -> dict:
     sec = lambda k: getattr(getattr(config, k.split(".")[0]), k.split(".")[1])  # noqa: E731
     return {"seed": config.train.seed, "values": {k: float(sec(k)) for k in grid_keys},
             "grok": dict(zip(names, A.grok_steps(step, va), strict=True)),
-            "fit": dict(zip(names, first_at(step, ta >= 0.99), strict=True)),
-            "reach95": dict(zip(names, first_at(step, np.nan_to_num(va) >= 0.95), strict=True)),
+            "fit": dict(zip(names, A.grok_steps(step, ta, 0.99), strict=True)),
+            "reach95": dict(zip(names, A.grok_steps(step, va, 0.95), strict=True)),
             "valid_end": {q: round(float(v), 4) for q, v in zip(names, A.last_evaluated(va), strict=True)},
             "train_end": {q: round(float(v), 4) for q, v in zip(names, ta[-1], strict=True)},
             "steps": int(len(step)), "curve": curve}
@@ -278,6 +273,12 @@ def delays(members: list[dict], censor: bool = True) -> list[float]:
         if d is not None:
             out.append(d)
     return out
+
+
+def median_delay(members: list[dict]) -> float:
+    """The median of the members' `delays` (censored at the budget's end), NaN when none fit."""
+    ds = delays(members)
+    return float(np.median(ds)) if ds else float("nan")
 
 
 def grokked_share(members: list[dict]) -> float:

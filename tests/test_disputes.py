@@ -111,6 +111,9 @@ def test_member_summary_reads_a_metrics_table():
     cfg = SimpleNamespace(train=SimpleNamespace(seed=3), optim=SimpleNamespace(weight_decay=0.5))
     s = D.member_summary(metrics, cfg, [W.WD])
     assert s["seed"] == 3 and s["values"] == {W.WD: 0.5} and s["grok"] == {"37": 45} and s["fit"] == {"37": 0}
+    assert s["reach95"] == {"37": 45}  # 0.89 at step 40 (NaN between evaluations), 1.0 at 45
+    late = D.member_summary(metrics | {"train_acc": np.linspace(0, 1, T)[:, None]}, cfg, [W.WD])
+    assert late["fit"] == {"37": int(np.argmax(np.linspace(0, 1, T) >= 0.99))} and late["train_end"] == {"37": 1.0}
     assert s["curve"]["step"][-1] == T - 1 and s["curve"]["valid_acc"][-1] == 1.0
     assert np.isnan(s["curve"]["weight_norm_total"]).all()  # a metric the run lacks
     json.dumps(D.member_summary(metrics, cfg, [W.WD]), allow_nan=True)

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from experiments.disputes import Claim, Setting, Study, at_step, delays
+from experiments.disputes import Claim, Setting, Study, at_step, delays, median_delay
 
 NORMS = (29.0, 43.5, 58.0)  # nanda-tiny's initial norm (experiments.omnigrok.study.INIT_NORM), x1.5, x2
 SCALES = (1.0, 1.5, 2.0)
@@ -38,11 +38,6 @@ def _sets(norm, scale, loss):
 
 SETTINGS = tuple(Setting(cell(n, s), _sets(n, s, "ce")) for n, s in itertools.product(NORMS, SCALES)) + tuple(
     Setting(cell(n, s, "mse"), _sets(n, s, "mse")) for n, s in MSE_CELLS)
-
-
-def median_delay(members: list[dict]) -> float:
-    ds = delays(members)
-    return float(np.median(ds)) if ds else float("nan")
 
 
 def logit_scale(m: dict) -> float | None:

@@ -7,9 +7,7 @@ its fit step (disputes.delay); a member that fits and never groks counts at the 
 
 from __future__ import annotations
 
-import numpy as np
-
-from experiments.disputes import Claim, Setting, Study, delays, grokked_share
+from experiments.disputes import Claim, Setting, Study, grokked_share, median_delay
 
 INIT_NORM = 29.0  # nanda-tiny's global weight norm at initialisation (28.97-29.16 over seeds 0-2; tested)
 LARGE = 3.0  # the large initialisation: every initial weight times this
@@ -27,12 +25,8 @@ SOURCE = "arXiv 2210.01117"
 SIDE = "Liu, Michaud & Tegmark (2022)"
 
 
-def _median(runs: dict, setting: str) -> float:
-    return float(np.median(delays(runs[setting]))) if delays(runs[setting]) else float("nan")
-
-
 def _said(runs: dict, *settings: str) -> str:
-    return "; ".join(f"{s}: median delay {_median(runs, s):,.0f} steps, {grokked_share(runs[s]):.0%} grok"
+    return "; ".join(f"{s}: median delay {median_delay(runs[s]):,.0f} steps, {grokked_share(runs[s]):.0%} grok"
                      for s in settings)
 
 
@@ -40,10 +34,10 @@ def rule_large_init(runs: dict) -> tuple[bool | None, str]:
     """holds if, with the preset's weight decay, the initialisation scaled by 3 still groks in at least 80 % of
     the seeds and its median delay (grok step less fit step) is at least 1.5 times the preset's; not testable when
     the preset shows no delay (a median of 0) or never fits."""
-    base = _median(runs, "init x1")
+    base = median_delay(runs["init x1"])
     if not base > 0:
         return None, _said(runs, "init x1", "init x3")
-    ok = grokked_share(runs["init x3"]) >= MAJORITY and _median(runs, "init x3") >= MORE * base
+    ok = grokked_share(runs["init x3"]) >= MAJORITY and median_delay(runs["init x3"]) >= MORE * base
     return bool(ok), _said(runs, "init x1", "init x3")
 
 
@@ -51,11 +45,11 @@ def rule_eliminate(runs: dict) -> tuple[bool | None, str]:
     """holds if, with the global weight norm held at the preset's initial norm after every step (no weight decay),
     every seed of both initialisations groks and each median delay is at most a quarter of the free preset's; not
     testable when the free preset shows no delay."""
-    free = _median(runs, "init x1")
+    free = median_delay(runs["init x1"])
     held = ("init x1, norm held", "init x3, norm held")
     if not free > 0:
         return None, _said(runs, "init x1", *held)
-    ok = all(grokked_share(runs[s]) == 1.0 and _median(runs, s) <= GONE * free for s in held)
+    ok = all(grokked_share(runs[s]) == 1.0 and median_delay(runs[s]) <= GONE * free for s in held)
     return bool(ok), _said(runs, "init x1", *held)
 
 

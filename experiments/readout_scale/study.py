@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from experiments.disputes import Claim, Setting, Study, delays, grok_step, grokked_share
+from experiments.disputes import Claim, Setting, Study, grok_step, grokked_share, median_delay
 
 ALPHAS = (0.5, 1.0, 2.0, 4.0)
 LRS, WDS = (1e-3, 3e-3), (0.0, 0.1, 1.0)
@@ -39,11 +39,6 @@ def at(members: list[dict], lr: float, wd: float) -> list[dict]:
         return members if (lr, wd) == BASE else []
     return [m for m in members if np.isclose(m["values"]["optim.lr"], lr)
             and np.isclose(m["values"]["optim.weight_decay"], wd)]
-
-
-def median_delay(members: list[dict]) -> float:
-    ds = delays(members)
-    return float(np.median(ds)) if ds else float("nan")
 
 
 def alpha_ratio(runs: dict, lr: float, wd: float) -> float:
