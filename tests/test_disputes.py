@@ -252,8 +252,15 @@ def test_readout_scale_kumar_and_singh_on_the_same_runs():
     assert R.rule_confounded(noise)[0] is None  # no effect of α at the preset: nothing to confound
     weak = readout_runs(lambda a, lr, wd: int(300 * a) + 100 if (lr, wd) == R.BASE else 600 + int(30 * np.sin(a)))
     assert R.rule_confounded(weak)[0] is True  # the effect vanishes elsewhere: x1 against x7
-    zero = readout_runs(lambda a, lr, wd: 100)  # every delay 0: no ratio, no crash
+    zero = readout_runs(lambda a, lr, wd: 100)  # delays 0-4 (the seed): no effect, no crash
     assert R.rule_confounded(zero)[0] is None and R.rule_output_scale(zero)[0] is False
+    instant = readout_runs(lambda a, lr, wd: 700)  # α 4 groks the step it fits: a delay of 0 over one of 600
+    instant["α 4"] = [dict(m, grok={"37": 100}) for m in instant["α 4"]]
+    assert np.isnan(R.alpha_ratio(instant, *R.BASE)) and R.rule_confounded(instant)[0] is None  # no 1 / 0
+    unfinished = readout_runs(lambda a, lr, wd: None)  # nothing groks; the fits alone order the censored delays
+    for a, fit in zip(R.ALPHAS, (1600, 1200, 600, 100), strict=True):
+        unfinished[f"α {a:g}"] = [dict(m, fit={"37": fit}) for m in unfinished[f"α {a:g}"]]
+    assert R.rule_output_scale(unfinished)[0] is False  # 1,400 .. 2,900 rise x2.1, but they are bounds, not delays
     falling = readout_runs(lambda a, lr, wd: int(1200 / a) + 100)
     assert R.rule_output_scale(falling)[0] is True  # either direction: the sentence names none
 

@@ -44,24 +44,28 @@ def at(members: list[dict], lr: float, wd: float) -> list[dict]:
 def alpha_ratio(runs: dict, lr: float, wd: float) -> float:
     """The median delay at the largest α over the one at the smallest, at one learning rate and weight decay; NaN
     when either α has fewer than MIN_GROKKED members that grokked there (a ratio of censored delays says nothing) or
-    the smaller delay is 0."""
+    either delay is 0 (no ratio: rule_confounded reads it both ways, r and 1 / r)."""
     big, small = (at(runs[f"α {a:g}"], lr, wd) for a in (ALPHAS[-1], ALPHAS[0]))
     if min(sum(grok_step(m) is not None for m in ms) for ms in (big, small)) < MIN_GROKKED:
         return float("nan")
     num, den = median_delay(big), median_delay(small)
-    return num / den if den > 0 else float("nan")
+    return num / den if num > 0 and den > 0 else float("nan")
 
 
 def rule_output_scale(runs: dict) -> tuple[bool | None, str]:
     """holds if, at the preset's learning rate and weight decay, the median delay moves strictly one way with α
     over 0.5, 1, 2, 4 (Kumar et al.'s lazier, larger α delays more; the quoted sentence names no direction) and the
-    extremes differ by a factor of at least 2 (the output scale sets the delay)."""
-    meds = [median_delay(at(runs[f"α {a:g}"], *BASE)) for a in ALPHAS]
+    extremes differ by a factor of at least 2 (the output scale sets the delay), at least 3 seeds of every α having
+    grokked (a median of delays censored at the budget's end is a bound, not a delay)."""
+    cells = [at(runs[f"α {a:g}"], *BASE) for a in ALPHAS]
+    meds = [median_delay(ms) for ms in cells]
+    grokked = [sum(grok_step(m) is not None for m in ms) for ms in cells]
     steps = list(zip(meds, meds[1:], strict=False))
     one_way = all(b > a for a, b in steps) or all(b < a for a, b in steps)
     lo, hi = min(meds), max(meds)
-    ok = one_way and lo > 0 and hi >= TWICE * lo
-    return bool(ok), "median delay at α " + ", ".join(f"{a:g}: {d:,.0f}" for a, d in zip(ALPHAS, meds, strict=True))
+    ok = one_way and lo > 0 and hi >= TWICE * lo and min(grokked) >= MIN_GROKKED
+    return bool(ok), "median delay at α " + ", ".join(f"{a:g}: {d:,.0f} ({g} grokked)" for a, d, g in
+                                                      zip(ALPHAS, meds, grokked, strict=True))
 
 
 def rule_without_wd(runs: dict) -> tuple[bool | None, str]:
