@@ -292,6 +292,14 @@ def test_logit_scale_mediation_rules():
     flat_mse = logit_runs(lambda n, s: 500 * z(n, s), z, mse_delay=lambda n, s: 500)
     assert L.rule_mse(flat_mse)[0] is False  # the norm moves no MSE delay
     assert L.rule_mse(logit_runs(lambda n, s: 0, z, mse_delay=lambda n, s: 0))[0] is False  # zero delays, no crash
+    unfit = {**mediated, L.cell(29.0, 2.0, "mse"): [dict(m, fit={"37": None}, grok={"37": None})
+                                                    for m in mediated[L.cell(29.0, 2.0, "mse")]]}
+    assert L.rule_mse(unfit)[0] is False  # a cell that never fit has no logit scale: it pins nothing
+    unfinished = dict(mediated)
+    for n, fit in ((29.0, 1500), (58.0, 100)):  # nothing groks under MSE; censored delays 1,500 and 2,900
+        unfinished[L.cell(n, 1.0, "mse")] = [dict(m, fit={"37": fit}, grok={"37": None})
+                                             for m in mediated[L.cell(n, 1.0, "mse")]]
+    assert L.rule_mse(unfinished)[0] is False  # bounds x1.9 apart, not delays
     assert L.rule_slides(logit_runs(lambda n, s: 0, z))[0] is None
 
 

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from experiments.disputes import Claim, Setting, Study, at_step, delays, median_delay
+from experiments.disputes import Claim, Setting, Study, at_step, delays, grokked_share, median_delay
 
 NORMS = (29.0, 43.5, 58.0)  # nanda-tiny's initial norm (experiments.omnigrok.study.INIT_NORM), x1.5, x2
 SCALES = (1.0, 1.5, 2.0)
@@ -94,14 +94,23 @@ def rule_mse(runs: dict) -> tuple[bool | None, str]:
     """holds if, under mean-squared error, the median effective logit scale moves by less than a factor 1.2 over
     its three cells (pinned) while the same cells under cross-entropy move it by at least 1.5, and the norm (58
     against 29 at α 1) still moves the median delay under mean-squared error by at least a factor 1.5 (another
-    route)."""
+    route), more than half the seeds of both grokking (a median of delays censored at the budget's end is a bound);
+    a cell where no seed fits has no logit scale, and does not hold."""
     mse = [median_scale(runs[cell(n, s, "mse")]) for n, s in MSE_CELLS]
     ce = [median_scale(runs[cell(n, s)]) for n, s in MSE_CELLS]
-    d0, d1 = median_delay(runs[cell(29.0, 1.0, "mse")]), median_delay(runs[cell(58.0, 1.0, "mse")])
-    spread = lambda xs: max(xs) / min(xs) if min(xs) > 0 else np.inf  # noqa: E731
-    ok = spread(mse) < PINNED and spread(ce) >= MOVED and min(d0, d1) > 0 and spread([d0, d1]) >= MOVED
+    ends = [runs[cell(n, 1.0, "mse")] for n in (29.0, 58.0)]
+    d0, d1 = (median_delay(ms) for ms in ends)
+    grokked = all(grokked_share(ms) > 0.5 for ms in ends)
+    ok = ratio(mse) < PINNED and ratio(ce) >= MOVED and grokked and ratio([d0, d1]) >= MOVED
     return bool(ok), (f"logit scale under MSE {', '.join(f'{x:.2f}' for x in mse)}, under CE "
-                      f"{', '.join(f'{x:.2f}' for x in ce)}; MSE delay at norm 29 / 58: {d0:,.0f} / {d1:,.0f}")
+                      f"{', '.join(f'{x:.2f}' for x in ce)}; MSE delay at norm 29 / 58: {d0:,.0f} / {d1:,.0f} "
+                      f"({' / '.join(f'{grokked_share(ms):.0%}' for ms in ends)} grok)")
+
+
+def ratio(xs) -> float:
+    """max / min of positive, finite numbers; NaN otherwise, failing every comparison (Python's max and min skip a
+    NaN that is not first, which would read a cell that never fit as absent)."""
+    return max(xs) / min(xs) if np.isfinite(xs).all() and min(xs) > 0 else float("nan")
 
 
 STUDY = Study(
