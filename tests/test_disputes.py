@@ -169,6 +169,12 @@ def test_muon_the_two_sides_on_the_same_runs():
     assert Mu.rule_disappears(barely)[0] is False  # lower everywhere, if not significantly: not gone
     nowhere = muon_runs({})
     assert Mu.rule_disappears(nowhere)[0] is None and Mu.rule_faster_somewhere(nowhere)[0] is False
+    stalled = {f"{o}, {v}": [None] * 5 for o in ("AdamW", "Muon") for v in Mu.VARIATIONS}  # nothing reaches 0.95
+    assert Mu.rule_disappears(muon_runs({"Muon, preset": fast} | stalled))[0] is None  # both at the budget: unread
+    one_stalled = {k: v for k, v in stalled.items() if "d 128" in k}
+    muon_fast = {s.name: fast for s in Mu.SETTINGS if s.name.startswith("Muon")}
+    assert Mu.rule_disappears(muon_runs(muon_fast | one_stalled))[0] is False  # d 128 unread, Muon faster elsewhere
+    assert Mu.rule_disappears(muon_runs({"Muon, preset": fast, "Muon, d 128": [None] * 5}))[0] is True  # Muon stalls
     assert Mu.rule_faster_pooled(nowhere)[0] is False
     one_lucky = muon_runs({"Muon, d 128": [820, 920, 720, 970, 870]})  # 0.0125 < p < 0.05: not below 0.05 / 4
     assert Mu.rule_faster_somewhere(one_lucky)[0] is False
