@@ -341,6 +341,22 @@ def test_llc_tracks_only_where_the_control_does_not(tmp_path):
     assert list(dispute_rows(Path(tmp_path) / "r.md").values()) == ["does not hold", "holds"]
 
 
+def test_llc_runs_meet_their_control_by_the_seed_in_their_name(tmp_path):
+    from experiments.llc_transition import study as T
+    from miiii.rundir import write_llc_report
+
+    for name in ("nanda", "miiii", "miiii-s2", "basis", "basis-s1", "basis-s2", "miiii-seeds"):  # no miiii-s1
+        d = tmp_path / name
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"grok_step": {"q=2": 800}}))
+        write_llc_report(d, {k: [] for k in ("steps", "llc", "llc_std", "llc_tasks", "task_names", "config")}
+                         | {"nbeta": 1.0, "name": name})
+    got = T.measure(tmp_path, None)
+    assert [(s["role"], s["seed"], Path(s["run"]).name) for s in got] == [
+        ("nanda", 0, "nanda"), ("miiii", 0, "miiii"), ("miiii", 2, "miiii-s2"), ("basis", 0, "basis"),
+        ("basis", 1, "basis-s1"), ("basis", 2, "basis-s2")]  # the sweep folder miiii-seeds is no run
+
+
 def test_the_committed_llc_bundle_is_its_summaries():
     from experiments.llc_transition import study as T
 

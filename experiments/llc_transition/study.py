@@ -68,18 +68,19 @@ def summarise(run_dir: Path, role: str, seed: int, report: dict) -> dict:
 
 
 def measure(runs: Path, cfg) -> list[dict]:
-    """Each role's seeds under `runs` (ROLE, ROLE-s1, ...): RUN/llc.json when it is there, else computed."""
+    """Each role's seeds under `runs` (ROLE, ROLE-s1, ...: seed offset 0, 1, ..., experiments.paper.seed_dir's):
+    RUN/llc.json when it is there, else computed. A run's seed is its name's, so miiii-s2 meets basis-s2 as its
+    control even where an s1 is missing."""
     from miiii.llc import llc_over_run
     from miiii.run import load_run
     from miiii.rundir import read_llc_report, write_llc_report
 
     out = []
     for role in ROLES:
-        dirs = sorted((d for d in Path(runs).iterdir() if re.fullmatch(rf"{role}(-s\d+)?", d.name)),
-                      key=lambda d: int(d.name.rpartition("-s")[2]) if "-s" in d.name else 0)
-        if not dirs:
+        seeds = {int(m[1] or 0): d for d in Path(runs).iterdir() if (m := re.fullmatch(rf"{role}(?:-s(\d+))?", d.name))}
+        if not seeds:
             raise ConfigError(f"{runs} holds no {role} run (expected {role}, {role}-s1, ...: experiments.paper's)")
-        for seed, d in enumerate(dirs):
+        for seed, d in sorted(seeds.items()):
             report = read_llc_report(d)
             if report is None:
                 report = llc_over_run(load_run(d), None, cfg)
