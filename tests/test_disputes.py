@@ -59,6 +59,10 @@ def test_the_boundary_inside_outside_and_undecided():
     assert W.rule_boundary(coarse)[0] is None
     assert W.rule_boundary(grid({0.003: MEMO, 0.1: MEMO}))[0] is None
     assert W.rule_boundary(grid({0.0: (900, 1.0), 0.1: (300, 1.0)}))[0] is None  # even 0 groks
+    assert "smallest weight decay (0) groks" in W.rule_boundary(grid({0.0: (900, 1.0), 0.1: (300, 1.0)}))[1]
+    half = [(800, 1.0)] * 3 + [MEMO] * 2  # 3 of 5 grok at 0: neither end of a boundary
+    value, said = W.rule_boundary(grid({0.0: half, 0.1: (300, 1.0)}))
+    assert value is None and "below 0.1" in said and "smallest" not in said
     assert W.boundary(grid({0.0: MEMO, 1.0: (300, 1.0)})[W.SETTING]) == (0.0, 1.0)  # 0 is a lower end
 
 

@@ -80,8 +80,12 @@ def rule_boundary(runs: dict) -> tuple[bool | None, str]:
     [0.0109, 0.0200]; does not hold if the two intervals are disjoint; not testable when they overlap otherwise
     (the grid cannot place it), no weight decay groks, or even the smallest one groks."""
     lo, hi = boundary(runs[SETTING])
-    if hi is None or lo is None:
-        return None, "no boundary on the grid" if hi is None else f"the grid's smallest weight decay ({hi:g}) groks"
+    if hi is None:
+        return None, "no weight decay where at least 80 % of the seeds grok"
+    if lo is None:
+        smallest = values_of(runs[SETTING], WD)[0]
+        return None, (f"the grid's smallest weight decay ({hi:g}) groks" if hi == smallest else
+                      f"no weight decay below {hi:g} (the first where at least 80 % grok) where at most 20 % do")
     said = f"boundary between {lo:g} (≤ 20 % grok) and {hi:g} (≥ 80 %)"
     if CI_LC[0] <= lo and hi <= CI_LC[1]:
         return True, said
