@@ -230,6 +230,24 @@ def test_omnigrok_large_init_and_the_held_norm():
     assert O.rule_large_init(instant)[0] is None and O.rule_eliminate(instant)[0] is None
 
 
+def test_the_held_norm_is_the_presets_initial_norm():
+    """omnigrok.INIT_NORM (and logit_scale's first norm) against nanda-tiny's global weight norm at initialisation."""
+    import jax
+
+    from experiments.logit_scale import study as L
+    from experiments.omnigrok import study as O
+    from miiii import apply_overrides, get_preset
+    from miiii.runner import prepare
+    from miiii.train import make_trainer
+
+    norms = []
+    for seed in range(3):
+        cfg = apply_overrides(get_preset(O.STUDY.preset), [f"train.seed={seed}"])
+        params = make_trainer(cfg, prepare(cfg)).init(seed).params
+        norms.append(float(np.sqrt(sum(np.sum(np.square(np.asarray(v, np.float64))) for v in jax.tree.leaves(params)))))
+    assert O.INIT_NORM == pytest.approx(np.median(norms), rel=0.01) and L.NORMS[0] == O.INIT_NORM
+
+
 def readout_runs(delay_at, base_only=None) -> dict:
     """{α: function (lr, wd) -> grok step} -> readout_scale runs (5 seeds a cell, grok steps spread by seed)."""
     from experiments.readout_scale import study as R
