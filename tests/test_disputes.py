@@ -88,6 +88,8 @@ def test_collapse_needs_identical_heads_in_every_collapsed_seed():
     assert W.rule_identical_at_collapse(runs)[0] is True
     runs[W.SETTING][-1] = member(20.0, None, 0.2, seed=4, hs=apart)
     assert W.rule_identical_at_collapse(runs)[0] is False
+    runs[W.SETTING][-1] = member(20.0, None, 0.2, seed=4, hs=[float("nan")] * len(STEPS))  # diverged: no patterns
+    assert W.rule_identical_at_collapse(runs)[0] is False
     assert W.rule_identical_at_collapse({W.SETTING: runs[W.SETTING][:5]})[0] is None  # nothing collapses
 
 

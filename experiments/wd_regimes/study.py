@@ -164,7 +164,8 @@ def rule_identical_at_collapse(runs: dict) -> tuple[bool | None, str]:
     if not coll:
         return None, "no weight decay collapses"
     ends = {wd: [m["curve"]["head_similarity"][-1] for m in runs[SETTING] if m["values"][WD] == wd] for wd in coll}
-    return bool(all(min(v) >= IDENTICAL for v in ends.values())), "final head similarity at " + "; ".join(
+    # each seed compared, not min(v): Python's min skips a NaN (a diverged seed's) that is not first
+    return bool(all(x >= IDENTICAL for v in ends.values() for x in v)), "final head similarity at " + "; ".join(
         f"{wd:g}: {', '.join(f'{x:.2f}' for x in v)}" for wd, v in ends.items())
 
 
