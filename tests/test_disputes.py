@@ -349,6 +349,9 @@ def test_llc_tracks_only_where_the_control_does_not(tmp_path):
     assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), llc_run("basis", 0, 1000, None)) == [None, None]
     assert T.rule_tracks(llc_run("miiii", 0, 1000, None), llc_run("basis", 0, 10, None)) == [None, None]
     assert T.rule_tracks(llc_run("miiii", 0, 1000, 800), None) == [None, None]  # miiii without its control
+    # a λ̂ that does not turn at the grok step does not hold, whatever its control does or whether it is there
+    assert T.rule_tracks(llc_run("miiii", 0, 10000, 800), llc_run("basis", 0, 1000, None)) == [False, False]
+    assert T.rule_tracks(llc_run("miiii", 0, 10, 800), None) == [False, False]
     assert T.rule_tracks(llc_run("nanda", 0, 10000, 8000), None, controlled=False) == [False, False]  # never turns
     runs = [llc_run("nanda", k, 1000, 800, ("p=37",)) for k in range(3)] + [
         llc_run("miiii", k, 1000, 800) for k in range(3)] + [llc_run("basis", k, 10, None) for k in range(3)]

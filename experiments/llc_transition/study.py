@@ -41,22 +41,22 @@ def rule_tracks(run: dict, control: dict | None, controlled: bool = True) -> lis
     """holds for a task of a seed if its λ̂ (per task for miiii) turns: it peaks at a kept step other than the first
     and the last (a λ̂ that only rises or only falls never turns) within a factor 2 of the task's grok step, either
     way; and the shuffled-label control of the same seed does not peak that near the same step (if it does, or for
-    miiii if it is missing, the unit is not testable; nanda's runs have no shuffled control and are judged without
-    one). A task that never grokked is not testable. The claim holds only when every unit that can test it holds,
-    with at least 2."""
+    miiii if it is missing, a unit that turns there is not testable, and one that does not turn there still does
+    not hold; nanda's runs have no shuffled control and are judged without one). A task that never grokked is not
+    testable. The claim holds only when every unit that can test it holds, with at least 2."""
     out = []
     for k, name in enumerate(run["task_names"]):
         grok = run["grok"].get(name)
-        if grok is None or (controlled and control is None):
+        if grok is None:
             out.append(None)
             continue
         series = np.asarray(run["llc_tasks"])[:, k]
         peak = int(np.nanargmax(series))
-        t = int(np.asarray(run["steps"])[peak])
-        if control is not None and near(turn(control["steps"], control["llc"]), grok):
-            out.append(None)
-        else:
-            out.append(0 < peak < len(series) - 1 and near(t, grok))
+        turns = bool(0 < peak < len(series) - 1 and near(int(np.asarray(run["steps"])[peak]), grok))
+        # the control can only take a turn away (it may not be the transition's), never excuse a missing one
+        unexplained = (control is None and controlled) or (
+            control is not None and near(turn(control["steps"], control["llc"]), grok))
+        out.append(None if turns and unexplained else turns)
     return out
 
 
