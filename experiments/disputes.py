@@ -99,7 +99,16 @@ def member_summary(metrics: dict, config, grid_keys) -> dict:
             "reach95": dict(zip(names, A.grok_steps(step, va, 0.95), strict=True)),
             "valid_end": {q: round(float(v), 4) for q, v in zip(names, A.last_evaluated(va), strict=True)},
             "train_end": {q: round(float(v), 4) for q, v in zip(names, ta[-1], strict=True)},
-            "steps": int(len(step)), "curve": curve}
+            "steps": int(len(step)), "steps_per_epoch": epoch_steps(config), "curve": curve}
+
+
+def epoch_steps(config) -> int:
+    """Optimizer steps in one epoch of this config (1 at full batch), so times compare across batch sizes."""
+    from miiii.tasks import split_sizes
+    from miiii.train import steps_per_epoch
+
+    n_train = config.task.n_train if config.task.is_sequence else split_sizes(config.task)[0]
+    return steps_per_epoch(config.train, n_train)
 
 
 def read_member(run_dir: Path, grid_keys) -> dict:

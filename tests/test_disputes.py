@@ -196,6 +196,31 @@ def test_muon_sensitivity_needs_both_factors_for_both_optimizers():
     assert Mu.rule_sensitive(muon_runs({**moved, "Muon, d 128": [1000] * 5}))[0] is False
 
 
+def test_muon_sensitivity_reads_epochs_not_steps():
+    """Batch 128 taking 5x the steps at 5 steps an epoch is the same onset in epochs: not a sensitivity."""
+    from experiments.muon import study as Mu
+
+    quick = [500, 520, 480, 510, 490]
+    runs = muon_runs({"AdamW, batch 128": [5000, 5500, 4500, 5250, 4750], "Muon, batch 128": [5000] * 5,
+                      "AdamW, d 128": quick, "Muon, d 128": quick}, steps=8000)
+    assert Mu.rule_sensitive(runs)[0] is True  # counted in steps, batch 128 looks x5 slower
+    for s in ("AdamW, batch 128", "Muon, batch 128"):
+        runs[s] = [dict(m, steps_per_epoch=5) for m in runs[s]]
+    assert Mu.rule_sensitive(runs)[0] is False
+
+
+def test_epoch_steps_of_a_dispute_member():
+    from experiments.disputes import epoch_steps
+    from miiii.config import apply_overrides
+    from miiii.presets import get_preset
+    from miiii.tasks import split_sizes
+
+    cfg = get_preset("nanda-tiny")
+    assert epoch_steps(cfg) == 1
+    n = split_sizes(cfg.task)[0]
+    assert epoch_steps(apply_overrides(cfg, ["train.batch_size=128"])) in (n // 128, -(-n // 128))
+
+
 def test_results_md_renders_the_verdicts_and_the_headline_reads_them(tmp_path):
     from experiments.headline import dispute_rows
 
