@@ -356,6 +356,9 @@ def test_logit_scale_mediation_rules():
                                              for m in mediated[L.cell(n, 1.0, "mse")]]
     assert L.rule_mse(unfinished)[0] is False  # bounds x1.9 apart, not delays
     assert L.rule_slides(logit_runs(lambda n, s: 0, z))[0] is None
+    bound = dict(mediated)  # norm 58 never groks: its censored 'delay' is a bound, no range to cover
+    bound[L.cell(58.0, 1.0)] = [dict(m, grok={"37": None}) for m in mediated[L.cell(58.0, 1.0)]]
+    assert L.rule_slides(bound)[0] is None and "half or fewer" in L.rule_slides(bound)[1]
 
 
 def llc_run(role, seed, peak, grok, names=("q=2", "q=3")):

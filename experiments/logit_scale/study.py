@@ -54,11 +54,16 @@ def median_scale(members: list[dict]) -> float:
 def rule_slides(runs: dict) -> tuple[bool | None, str]:
     """holds if, at the initial norm, the median delays over the output scales span at least 80 % of the range the
     norms span at α 1 (under cross-entropy); not testable when the norms move the median delay by less than a factor
-    1.5 (no norm-induced range)."""
+    1.5 (no norm-induced range), or when half or fewer of some cell's seeds grok (its median delay, censored at the
+    budget's end, is a bound, not a delay; a cell where none fits has none)."""
+    cells = [cell(n, 1.0) for n in NORMS] + [cell(NORMS[0], s) for s in SCALES[1:]]
     by_norm = [median_delay(runs[cell(n, 1.0)]) for n in NORMS]
     by_scale = [median_delay(runs[cell(NORMS[0], s)]) for s in SCALES]
     said = (f"median delay by norm (α 1): {', '.join(f'{d:,.0f}' for d in by_norm)}; by α (norm {NORMS[0]:g}): "
             f"{', '.join(f'{d:,.0f}' for d in by_scale)}")
+    censored = [c for c in cells if grokked_share(runs[c]) <= 0.5]
+    if censored:
+        return None, said + "; half or fewer of the seeds grok in: " + ", ".join(censored)
     lo, hi = min(by_norm), max(by_norm)
     if not np.isfinite([lo, hi]).all() or lo <= 0 or hi < MIN_RANGE * lo:
         return None, said + "; the norm moves the delay too little"
