@@ -106,7 +106,8 @@ def test_diagnostics_track_only_against_a_still_control():
 
 
 def test_member_summary_reads_a_metrics_table():
-    from types import SimpleNamespace
+    from miiii.config import apply_overrides
+    from miiii.presets import get_preset
 
     T = 50
     step = np.arange(T)
@@ -114,7 +115,7 @@ def test_member_summary_reads_a_metrics_table():
     va[::5, 0] = np.linspace(0, 1, 10)
     metrics = {"step": step, "task_names": np.array(["37"]), "valid_acc": va, "train_acc": np.ones((T, 1)),
                "head_similarity": np.linspace(0, 1, T), "entropy_spread": np.zeros(T)}
-    cfg = SimpleNamespace(train=SimpleNamespace(seed=3), optim=SimpleNamespace(weight_decay=0.5))
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["train.seed=3", "optim.weight_decay=0.5"])
     s = D.member_summary(metrics, cfg, [W.WD])
     assert s["seed"] == 3 and s["values"] == {W.WD: 0.5} and s["grok"] == {"37": 45} and s["fit"] == {"37": 0}
     assert s["reach95"] == {"37": 45}  # 0.89 at step 40 (NaN between evaluations), 1.0 at 45
