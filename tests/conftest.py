@@ -4,10 +4,19 @@ runs every worker shares (`_runhelp.finished_run`).
 Every pytest-xdist worker and every CLI process a test starts uses the one directory (MIIII_COMPILE_CACHE,
 default ~/.cache/miiii/jax; `MIIII_COMPILE_CACHE=off make test` runs without it): a program compiled once,
 by any worker, in any earlier session, by `make train`, is loaded instead of compiled again.
+
+The tests compile with `jax_disable_most_optimizations` (exported, so the CLI processes they start do too): XLA
+skips most of its CPU optimisation passes, which on tests' tiny models cost more than the programs run. Measured:
+test_train.py and test_model.py in 3 workers on 2 idle cores, empty cache: 131 s with the optimisations, 100 s
+without. The tests check what the code computes, not how fast (`make bench` keeps the optimised build);
+`JAX_DISABLE_MOST_OPTIMIZATIONS=0 make test` runs them optimised.
 """
 
 import os
 
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before jax is imported, here and in subprocesses
+
+import jax
 import pytest
 from _runhelp import SHARED
 
@@ -23,3 +32,19 @@ def _shared_runs(tmp_path_factory):
     trained there by one worker is loaded by the others instead of trained again (pytest keeps the last three)."""
     base = tmp_path_factory.getbasetemp()
     os.environ[SHARED] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
+
+
+@pytest.fixture(autouse=True)
+def _optimized(request):
+    """`@pytest.mark.optimized`: this test compiles with XLA's optimisations, as the project's users do: the preset
+    fingerprints (bits written by an optimised build) and the grokking runs (thousands of steps, where running
+    costs more than compiling)."""
+    if request.node.get_closest_marker("optimized") is None:
+        yield
+        return
+    before = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    jax.clear_caches()  # nothing compiled the other way is reused
+    yield
+    jax.config.update("jax_disable_most_optimizations", before)
+    jax.clear_caches()

@@ -10,6 +10,8 @@ from miiii.config import RecordConfig, apply_overrides
 from miiii.presets import get_preset
 from miiii.runner import train_run
 
+pytestmark = pytest.mark.optimized  # tests/conftest.py: compiled as users compile
+
 
 def train(preset, tmp_path):
     run = tmp_path / preset

@@ -532,6 +532,7 @@ def test_a_config_edited_past_the_limits_is_refused_on_load(tmp_path):
             load_run(run)
 
 
+@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
 def test_an_unfinished_runs_metrics_rows_are_checked_against_their_checkpoint(tmp_path):
     """metrics.npz of an unfinished run is rewritten at every checkpoint, so checksums.json cannot cover it: ckpt.json
     keeps, per checkpoint, the checksum of the rows before its step. A changed value there stops the resume; one

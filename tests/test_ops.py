@@ -151,6 +151,7 @@ def test_compile_cache_directory_and_off():
         assert cache_dir({ENV: off, "JAX_COMPILATION_CACHE_DIR": "/j"}) is None
 
 
+@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
 def test_compile_cache_receives_a_tiny_train_and_off_writes_nothing(tmp_path):
     def env(**kw):
         e = {k: v for k, v in os.environ.items() if k not in (ENV, "JAX_COMPILATION_CACHE_DIR")}

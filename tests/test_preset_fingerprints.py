@@ -18,6 +18,8 @@ import jax
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.optimized  # tests/conftest.py: compiled as users compile
+
 FILE = Path(__file__).parent / "data" / "preset_fingerprints.json"
 LOGITS = FILE.with_name("preset_logits.npz")
 

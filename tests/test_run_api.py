@@ -116,6 +116,7 @@ def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp
         np.testing.assert_array_equal(_leaf(again.params_at(10), name), _leaf(kept_run.params_at(10), name))
 
 
+@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
 def test_a_preset_run_keeps_several_checkpoints_before_it_groks():
     """nanda-tiny with its preset's checkpoints (ckpt.keep_log): kept steps before its grok step, and one of them
     hold a model that fits the training set but has not generalised."""
