@@ -15,11 +15,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# one of the slowest unit tests, run by `make test-studies` (the `study` marker) to keep `make test` inside its
+# 10 minutes on 2 cores (docs/watching.md)
+SLOW = pytest.mark.study
 
 
 

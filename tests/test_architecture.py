@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _runhelp import SLOW
 
 PACKAGE = Path(__file__).resolve().parents[1] / "miiii"
 
@@ -127,7 +128,7 @@ def test_reading_runs_and_the_package_import_no_jax(code):
     assert "jax" not in mods and "flax" not in mods and "optax" not in mods
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_a_finished_runs_metrics_and_activations_read_without_jax(tmp_path):
     from miiii import apply_overrides, get_preset
     from miiii.runner import train_run

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from _runhelp import ROOT, finished_run
+from _runhelp import ROOT, SLOW, finished_run
 
 from miiii.cache import HOOKS, Cache, hook_table, pattern
 from miiii.config import ConfigError
@@ -108,7 +108,7 @@ def assert_recorded(rec: Cache, full: Cache, tol: float) -> None:
         np.testing.assert_allclose(np.asarray(rec[name], np.float64), want, rtol=tol, atol=tol * scale, err_msg=name)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_a_recording_is_the_full_tensor_at_its_positions_and_neurons():
     """nanda-tiny's own recording (the last position, neurons 0..15, float16): at a kept step, each array equals
     run_with_cache on params_at(step) and the recorded inputs, cut to the coords it names; the all-steps cache holds

@@ -21,7 +21,7 @@ from pathlib import Path
 import _runhelp
 import numpy as np
 import pytest
-from _runhelp import ROOT, make_legacy, tree_digest
+from _runhelp import ROOT, SLOW, make_legacy, tree_digest
 
 from experiments.book import modes as book_modes
 from experiments.book import same_start
@@ -532,7 +532,7 @@ def test_a_config_edited_past_the_limits_is_refused_on_load(tmp_path):
             load_run(run)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_an_unfinished_runs_metrics_rows_are_checked_against_their_checkpoint(tmp_path):
     """metrics.npz of an unfinished run is rewritten at every checkpoint, so checksums.json cannot cover it: ckpt.json
     keeps, per checkpoint, the checksum of the rows before its step. A changed value there stops the resume; one

@@ -14,6 +14,7 @@ import time
 import _runhelp  # noqa: F401 - the session's compilation cache
 import numpy as np
 import pytest
+from _runhelp import SLOW
 
 ROOT = _runhelp.ROOT
 
@@ -111,7 +112,7 @@ def test_every_grid_is_crossed_and_a_key_given_twice_is_refused(tmp_path, capsys
 INFO = ("recording:", "checkpoints:", "stopping ")
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_ctrl_c_at_any_moment_of_start_up_stops_the_run(tmp_path):
     """SIGINT at several moments from the interpreter's start to the first chunks: exit 130, one line (besides the
     run's own notes), no traceback, and a directory that is absent, empty, or resumes to the end."""

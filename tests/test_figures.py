@@ -13,7 +13,7 @@ import matplotlib.image
 import matplotlib.pyplot
 import numpy as np
 import pytest
-from _runhelp import shared
+from _runhelp import SLOW, shared
 
 from experiments.paper import study as paper
 from experiments.paper.claims import CLAIMS, VERDICTS, claims, rule_text
@@ -351,7 +351,7 @@ def test_compare_overlays_runs_and_a_sweeps_members_labelled_by_what_differs(run
     assert main(["compare", str(runs["nanda"]), str(tmp_path / "nothing")]) == 2  # not a run
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_film_and_page_of_a_run(runs, tmp_path, monkeypatch):
     """`film` writes a GIF with a frame per recorded step (up to --frames); a run with too few recorded steps, or a
     file type it cannot write, is one error line and exit 2, nothing written. `page` writes one self-contained file

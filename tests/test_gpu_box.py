@@ -13,7 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from _runhelp import ROOT, tree_digest
+from _runhelp import ROOT, SLOW, tree_digest
 
 from miiii import doctor, gpu
 from miiii.config import ConfigError
@@ -237,7 +237,7 @@ def test_the_plan_holds_to_the_bytes_small_runs_write(tmp_path, capsys):
     assert re.search(r"miiii +recorded run +device memory +[\d.]+ MiB +[\d,]+ steps/s", out)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_paper_plan_prints_and_writes_nothing(tmp_path, capsys):
     from experiments.paper import study
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import RESUME_ARGS, assert_same_run, reference_run, resume_cfg, tree_digest
+from _runhelp import RESUME_ARGS, SLOW, assert_same_run, reference_run, resume_cfg, tree_digest
 
 import miiii.recorder
 from miiii.cli import main
@@ -40,7 +40,7 @@ def crashed_run(tmp_path: Path, at: int) -> Path:
     return tmp_path / "run"
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_flipped_byte_in_newest_checkpoint_falls_back_and_finishes_bit_identical(tmp_path, capsys):
     run_dir = crashed_run(tmp_path, at=60)
     newest = run_dir / "ckpt" / "60"

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import SLOW
 
 from miiii.cli import main
 from miiii.llc import LLCConfig, make_estimator, nbeta
@@ -69,7 +70,7 @@ def test_a_degenerate_direction_counts_half():
     assert llc_summed == pytest.approx(0.5, rel=0.15)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_llc_command_writes_a_series_over_the_kept_steps(tmp_path, capsys):
     run = tmp_path / "r"
     assert main(["train", "--preset", "miiii-tiny", "--steps", "20", "--set", "chunk=20", "--set", "ckpt.every=20",

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import SLOW
 
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
@@ -159,7 +160,7 @@ def test_causality(causal):
     assert not np.array_equal(lx[:, 7:], ly[:, 7:])
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_causal_gradient_from_later_positions_is_zero():
     _, task, model, params = init("addition-tiny")
     x = jnp.asarray(task.train.x[:2])

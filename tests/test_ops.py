@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _runhelp import ROOT, Crash, assert_same_run, crash_at, reference_run, resume_cfg
+from _runhelp import ROOT, SLOW, Crash, assert_same_run, crash_at, reference_run, resume_cfg
 
 from miiii.cli import main
 from miiii.compile_cache import ENV, cache_dir
@@ -151,7 +151,7 @@ def test_compile_cache_directory_and_off():
         assert cache_dir({ENV: off, "JAX_COMPILATION_CACHE_DIR": "/j"}) is None
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_compile_cache_receives_a_tiny_train_and_off_writes_nothing(tmp_path):
     def env(**kw):
         e = {k: v for k, v in os.environ.items() if k not in (ENV, "JAX_COMPILATION_CACHE_DIR")}

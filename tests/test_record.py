@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _runhelp import Crash, crash_at
+from _runhelp import SLOW, Crash, crash_at
 
 from miiii.checkpoint import Checkpoints
 from miiii.cli import main
@@ -121,7 +121,7 @@ def test_bad_names_are_refused_with_the_known_names():
     assert param_path("blocks.0.attn.W_Q") == ("blocks_0", "attn", "W_Q")
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_host_memory_stays_flat_over_many_chunks(tmp_path):
     """50 chunks recording ~0.3 MB per step (150 MB in all): RSS late in the run stays within 40 MB of early on."""
     cfg = apply_overrides(get_preset("miiii-tiny"), ["steps=500", "chunk=10", "batch_size=64", "ckpt.every=250",
@@ -141,7 +141,7 @@ def test_host_memory_stays_flat_over_many_chunks(tmp_path):
     assert late - early < 40e6, f"RSS grew by {(late - early) / 1e6:.1f} MB: {rss}"
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_chunks_shorter_than_the_recording_interval(tmp_path):
     """Chunks of 4 steps with record.every 10: most chunks have no due step for the activations."""
     cfg = apply_overrides(get_preset("miiii-tiny"), ["steps=20", "chunk=4", "record.every=10", "record.params_every=2",

@@ -19,6 +19,7 @@ import test_hooks
 import test_metrics
 import test_muon
 import test_tasks
+from _runhelp import SLOW
 
 from miiii import cache as C
 from miiii import metrics as M
@@ -133,7 +134,7 @@ def test_the_suites_registry_checks_pass_with_a_new_task(extended, run):
         validate(apply_overrides(get_preset("nanda-tiny"), ["task.name=add3"]))
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_the_suites_registry_checks_pass_with_a_new_hook_point(extended):
     for preset in ("nanda-tiny", "addition-tiny"):
         test_hooks.test_every_hook_point_by_its_transformerlens_name_and_shape(preset)

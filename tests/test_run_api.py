@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import ROOT, Crash, crash_at, finished_run
+from _runhelp import ROOT, SLOW, Crash, crash_at, finished_run
 
 from miiii import runner
 from miiii.cadence import log_steps
@@ -116,7 +116,7 @@ def test_a_crash_with_log_spaced_checkpoints_resumes_bit_identical(kept_run, tmp
         np.testing.assert_array_equal(_leaf(again.params_at(10), name), _leaf(kept_run.params_at(10), name))
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_a_preset_run_keeps_several_checkpoints_before_it_groks():
     """nanda-tiny with its preset's checkpoints (ckpt.keep_log): kept steps before its grok step, and one of them
     hold a model that fits the training set but has not generalised."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _runhelp import SLOW
 
 from miiii.config import ConfigError, RecordConfig, RunConfig, apply_overrides
 from miiii.presets import get_preset
@@ -32,7 +33,7 @@ def assert_same(a: dict, b: dict):
         np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_members_equal_solo_runs(tmp_path):
     # the metrics are what is compared: no recording (test_sweep_resume.py tests the members' recordings)
     cfg = apply_overrides(get_preset("miiii-tiny"), [*BASE, "eval_every=5", "record.acts=", "record.params="])

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import SLOW
 
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
@@ -104,7 +105,7 @@ def test_loss_and_metrics_against_numpy(ties):
     np.testing.assert_allclose(grad, want_grad, rtol=1e-4, atol=1e-7)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_grad_norm_metric_is_the_raw_gradient_norm_per_matrix():
     cfg, task, trainer, data = setup("nanda-tiny", "steps=2")  # full batch, no dropout: step 0 is deterministic
     state = trainer.init(0)
@@ -167,7 +168,7 @@ def test_vmap_over_seeds_matches_single_runs():
         np.testing.assert_allclose(np.asarray(m["loss"][seed]), single["loss"], rtol=1e-5)
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
     """train.last_batch=keep (PyTorch's DataLoader): 70 samples in batches of 16 are 5 steps an epoch, the fifth of
     the permutation's last 6 samples, its loss their mean alone; the sixth step starts the next epoch's order."""
@@ -198,7 +199,7 @@ def test_a_kept_last_batch_is_the_epochs_remainder_and_counts_its_rows_only():
     assert seen == [6, 16] and int(state.step) == 6
 
 
-@pytest.mark.study  # make test-studies: one of the slowest unit tests, kept out of make test's 10 minutes
+@SLOW
 def test_loss_weights_count_the_weighted_rows_only():
     """A batch padded with rows of weight 0 has the loss, gradient and accuracy of the unpadded batch."""
     cfg, task, trainer, data = setup("reversal-tiny", "n_train=64", "n_valid=8", "batch_size=16")
