@@ -124,6 +124,7 @@ def render(data: dict) -> str:
         lines.append(f"| {i} | {WHO} | {CLAIM} ({reading}) | {WHERE} | {cell(printed_rule(rule_tracks))} | "
                      f"{''.join(mark[u] for u in r['units'])} | **{r['verdict']}** |")
     lines += ["", "## Per run", "",
+              "![λ̂ against the step, grok steps dotted](llc.png)", "",
               "| role | seed | λ̂ peaks at | grok steps (first, last task) | λ̂ first → peak → last |",
               "| --- | --- | --- | --- | --- |"]
     for s in data["runs"]:
@@ -132,6 +133,33 @@ def render(data: dict) -> str:
                      f"{(f'{min(g):,}, {max(g):,}' if g else 'none')} | {s['llc'][0]:.1f} → "
                      f"{max(s['llc']):.1f} → {s['llc'][-1]:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def figure(data: dict, out: Path) -> Path:
+    """λ̂ against the step, one panel per role, one line per seed (its spread over chains shaded), each seed's grok
+    steps marked on its line (miiii: the first and the last task), so the turn and the transition read off together."""
+    import matplotlib.pyplot as plt
+
+    from miiii.plotstyle import OKABE_ITO, write_png
+
+    fig, axes = plt.subplots(1, len(ROLES), figsize=(4 * len(ROLES), 3.2), sharey=False)
+    for ax, role in zip(axes, ROLES, strict=True):
+        for s in (s for s in data["runs"] if s["role"] == role):
+            steps, llc, sd = (np.asarray(s[k], float) for k in ("steps", "llc", "llc_std"))
+            colour = OKABE_ITO[s["seed"] % len(OKABE_ITO)]
+            ax.plot(np.maximum(steps, 1), llc, color=colour, marker=".", label=f"seed {s['seed']}")
+            ax.fill_between(np.maximum(steps, 1), llc - sd, llc + sd, color=colour, alpha=0.2, lw=0)
+            g = [v for v in s["grok"].values() if v is not None]
+            for step in {min(g), max(g)} if g else ():
+                ax.axvline(step, color=colour, ls=":", lw=1)
+        ax.set(xscale="log", xlabel="step (kept checkpoints)", title=f"{role}" + (" (shuffled labels)" if role ==
+               "basis" else ""))
+        ax.legend(frameon=False, fontsize=7)
+    axes[0].set_ylabel("λ̂ (dotted: grok steps, first and last task)")
+    path = out / "llc.png"
+    write_png(fig, path)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None) -> int:
@@ -163,5 +191,6 @@ def study(args) -> int:
     if args.check:
         return same_or_say(args.out / "results.md", text, "python -m experiments.llc_transition --bundle-only")
     write_text_atomic(args.out / "results.md", text)
-    print(f"wrote {args.out / 'results.md'}")
+    figure(json.loads(held.read_text()), args.out)
+    print(f"wrote {args.out / 'results.md'} and llc.png")
     return 0
