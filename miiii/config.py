@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.tasks import TaskConfig
 
-INITS = ("he", "original", "torch", "nanda")  # model.init
+INITS = ("he", "original", "torch", "nanda", "qwen")  # model.init
 PRECISIONS = ("highest", "high", "default")  # jax.default_matmul_precision names (train.precision)
 LOSSES = ("softmax", "stablemax", "mse")  # train.loss
 LOSS_DTYPES = ("float16", "float32", "float64")  # train.loss_dtype
@@ -37,7 +37,8 @@ class ModelConfig:
     tie_head: bool = False  # unembedding = token embedding transposed (book)
     readout: str = "last"  # last: logits of the last position, one head per task (paper); all: every position (book)
     # he (paper: N(0, 2 / fan_in)) | original (the original code: jax's truncated he_normal with its fan-in per
-    # array) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model))
+    # array) | torch (PyTorch defaults, the book) | nanda (randn / sqrt(d_model)) | qwen (N(0, 0.02) for every matrix
+    # and table, norms at 1: HF's initializer_range, the AdderBoard Qwen3 entries' nn.init.normal_(std=0.02))
     init: str = "he"
     n_ctx: int = 0  # rows of W_pos; 0 = the task's input length. Book: max_seq_len 13, one more than it feeds
     # The small-decoder options (AdderBoard's Qwen3-style adders; every one off by default, the paper's and the
@@ -51,6 +52,9 @@ class ModelConfig:
     qk_norm: bool = False  # RMSNorm over each head's queries and keys (Qwen3), before the rotation
     mlp_act: str = "relu"  # relu | swiglu: (silu(x W_gate) * x W_in) W_out, no biases
     embed: str = "table"  # table: a learned (vocab, d) W_E | arc: W_E from 3 parameters (amplitude, start, stride)
+    # embed=arc: the (amplitude, start, stride) it starts from; () = 1, 0, 2 pi / vocab (evenly round the circle).
+    # tbukic's 62-parameter entry starts at 2.5, -1.2, 0.29: an open arc, 0 and 9 at its two ends
+    arc_init: tuple[float, ...] = ()
     norm_eps: float = 1e-5  # of every norm (the book's LayerNorm: 1e-5; Qwen3's RMSNorm: 1e-6)
     # Weight tying inside a block, each "FOLLOWER=MASTER" or "FOLLOWER=F(MASTER)" with F one of T (transpose),
     # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rotT (rot of T): e.g.

@@ -185,6 +185,9 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
             raise ConfigError(f"model.{key} = '{shown(value)}': choose one of {', '.join(allowed)}")
     if m.embed == "arc" and m.d_model < 2:
         raise ConfigError("model.embed = arc draws each token on a circle: it needs model.d_model >= 2")
+    if m.arc_init and (m.embed != "arc" or len(m.arc_init) != 3):
+        raise ConfigError(f"model.arc_init = {m.arc_init} is the arc's (amplitude, start, stride) at the start: three "
+                          "numbers, with model.embed = arc")
     try:
         parse_ties(m.ties)
         check_norm_groups(m)

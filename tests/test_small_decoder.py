@@ -144,6 +144,69 @@ def test_a_tied_model_is_the_untied_model_with_the_followers_set():
                                np.asarray(untied.apply({"params": untied_p}, x)[0]), rtol=1e-5, atol=1e-5)
 
 
+def _reference_62(w, ids):
+    """tbukic/M10S-Transformer's CircularArcQwen3 (tie_kv, tie_qo), its forward transcribed to numpy in its own
+    (torch) layouts: RoPE on interleaved pairs (x[::2], x[1::2]), v = k_proj(x) before k_norm, out = z @ q_proj."""
+    rms = lambda x, g: x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * g  # noqa: E731
+    ang = w["arc"][1] + w["arc"][2] * np.arange(10)
+    E = np.stack([w["arc"][0] * np.cos(ang), w["arc"][0] * np.sin(ang), np.zeros(10)], 1)
+    T = len(ids)
+    turn = np.arange(T)[:, None] * 3.0 ** (-np.arange(0, 4, 2) / 4)[None]
+
+    def rope(x):
+        x1, x2 = x[:, ::2], x[:, 1::2]
+        c, s = np.cos(turn), np.sin(turn)
+        return np.stack([x1 * c - x2 * s, x1 * s + x2 * c], -1).reshape(T, 4)
+
+    x = E[ids]
+    h = rms(x, w["ln1"])
+    q, k, v = rope(rms(h @ w["q_proj"].T, w["q_norm"])), rope(rms(h @ w["k_proj"].T, w["k_norm"])), h @ w["k_proj"].T
+    a = q @ k.T / 2.0 + np.triu(np.full((T, T), -np.inf), 1)
+    a = np.exp(a - a.max(-1, keepdims=True))
+    x = x + (a / a.sum(-1, keepdims=True)) @ v @ w["q_proj"]
+    h = rms(x, w["ln2"])
+    gate = h @ w["gate_proj"].T
+    x = x + (gate / (1 + np.exp(-gate)) * (h @ w["up_proj"].T)) @ w["down_proj"].T
+    return rms(x, w["final"]) @ E.T
+
+
+def test_the_62_parameter_entry_is_this_family_with_its_weights_renamed():
+    """AdderBoard's 62-parameter entry (tbukic) is ADDER_62 exactly: its logits from a numpy transcription of its
+    forward equal the family's, its weights moved into the family's layout (x @ W, RoPE on halves: head dims 0 2 1 3).
+    The weights are drawn at its init scale and far beyond it."""
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62 + ["n_train=8", "n_valid=8"])
+    task = make_task(cfg.task)
+    model, x = build_model(cfg.model, task), np.asarray(task.train.x[:3])
+    rng, perm = np.random.default_rng(0), [0, 2, 1, 3]
+    for std in (0.02, 1.0):
+        w = {"arc": rng.normal(size=3) * 2, **{k: rng.normal(0, std, shape) for k, shape in (
+            ("q_proj", (4, 3)), ("k_proj", (4, 3)), ("gate_proj", (2, 3)), ("up_proj", (2, 3)), ("down_proj", (3, 2)))},
+             **{k: 1 + 0.5 * rng.normal(size=n) for k, n in (("q_norm", 4), ("k_norm", 4), ("ln1", 3), ("ln2", 3),
+                                                            ("final", 3))}}
+        ours = {"W_E_arc": w["arc"], "ln_final": {"scale": w["final"]}, "blocks_0": {
+            "attn": {"W_Q": w["q_proj"].T[None][..., perm], "W_K": w["k_proj"].T[None][..., perm],
+                     "q_norm": {"scale": w["q_norm"][perm]}, "k_norm": {"scale": w["k_norm"][perm]}},
+            "ln1": {"scale": w["ln1"]}, "ln2": {"scale": w["ln2"]},
+            "mlp": {"W_gate": w["gate_proj"].T, "W_in": w["up_proj"].T, "W_out": w["down_proj"].T}}}
+        ours = jax.tree.map(lambda a: np.asarray(a, np.float32), ours)
+        want = np.stack([_reference_62(w, row) for row in x])
+        np.testing.assert_allclose(np.asarray(model.apply({"params": ours}, x)[0]), want, rtol=1e-4, atol=1e-4)
+
+
+def test_qwen_init_and_arc_init_start_where_the_entries_start():
+    """model.init=qwen: every matrix N(0, 0.02), the norms at 1; model.arc_init: the arc's first (A, start, stride)."""
+    cfg = apply_overrides(get_preset("adder-146"), ["model.d_model=64", "model.d_mlp=256", "model.head_dim=64",
+                                                   "model.embed=arc", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29",
+                                                   "n_train=8", "n_valid=8"])
+    task = make_task(validate(cfg).task)
+    p = build_model(cfg.model, task).init({"params": jax.random.key(0)}, task.train.x[:1])["params"]
+    np.testing.assert_allclose(np.asarray(p["W_E_arc"]), [2.5, -1.2, 0.29], rtol=1e-6)
+    W = np.concatenate([np.ravel(a) for a in jax.tree.leaves(p["blocks_0"]["attn"]) + jax.tree.leaves(
+        p["blocks_0"]["mlp"]) if np.ndim(a) > 1])
+    assert W.size > 40_000 and abs(W.mean()) < 1e-3 and 0.0195 < W.std() < 0.0205
+    assert all((np.asarray(a) == 1).all() for a in jax.tree.leaves(p["ln_final"]))
+
+
 def test_board_tokens_are_the_numbers_ones_first():
     a, b = np.array([1_234_567_890, 9_999_999_999]), np.array([9_876_543_210, 1])
     seq = encode_board(a, b, 10)
@@ -176,6 +239,8 @@ def test_board_pairs_are_the_verifiers():
     (["model.ties=attn.W_V=mlp.W_in"], "both weights of one module"),
     (["model.ties=attn.W_V=attn.W_K,attn.W_K=attn.W_Q"], "itself a follower"),
     (["model.ties=attn.W_V=attn.W_V"], "model.ties"),
+    (["model.embed=arc", "model.arc_init=1,2"], "arc_init"),
+    (["model.arc_init=1,0,0.3"], "arc_init"),
 ])
 def test_small_decoder_options_refuse_bad_values(overrides, message):
     with pytest.raises(ConfigError, match=message):
