@@ -419,3 +419,27 @@ def test_the_committed_llc_bundle_is_its_summaries():
     if not (ROOT / T.OUT / "summaries" / "llc.json").is_file():
         pytest.skip("results/llc_transition not committed yet")
     assert T.main(["--check", "--out", str(ROOT / T.OUT)]) == 0
+
+
+def test_the_llc_figure_draws_every_role_with_its_grok_steps_and_nothing_overlaps(tmp_path, monkeypatch):
+    """llc.png from a small synthetic bundle: one panel per role, one line per seed, a dotted line at each grok step
+    (the first and last task), log steps, and no text over another or past the edge."""
+    from experiments.llc_transition import study as T
+    from miiii import plotstyle
+
+    seen = {}
+    monkeypatch.setattr(plotstyle, "write_png", lambda fig, path: seen.update(fig=fig, path=path))
+    monkeypatch.setattr(plotstyle.plt, "close", lambda fig=None: None)  # kept open to read its layout
+    steps = [0, 10, 100, 1000]
+    run = lambda role, seed, grok: {"role": role, "seed": seed, "steps": steps, "llc": [1.0, 5.0, 3.0, 2.0],  # noqa
+                                    "llc_std": [0.1] * 4, "grok": grok}
+    data = {"runs": [run("nanda", 0, {"mod 53": 100}), run("miiii", 0, {"q=2": 10, "q=3": 1000}),
+                     run("basis", 0, {"q=2": None})]}
+    assert T.figure(data, tmp_path) == tmp_path / "llc.png"
+    fig = seen["fig"]
+    axes = fig.axes
+    assert [a.get_title() for a in axes] == ["nanda", "miiii", "basis (shuffled labels)"]
+    assert all(a.get_xscale() == "log" for a in axes)
+    vlines = lambda a: sorted(line.get_xdata()[0] for line in a.lines if line.get_linestyle() == ":")  # noqa
+    assert [vlines(a) for a in axes] == [[100], [10, 1000], []]
+    assert plotstyle.layout_problems(fig) == []

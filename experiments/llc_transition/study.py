@@ -142,7 +142,7 @@ def figure(data: dict, out: Path) -> Path:
 
     from miiii.plotstyle import OKABE_ITO, write_png
 
-    fig, axes = plt.subplots(1, len(ROLES), figsize=(4 * len(ROLES), 3.2), sharey=False)
+    fig, axes = plt.subplots(1, len(ROLES), figsize=(4 * len(ROLES), 3.2), layout="constrained")
     for ax, role in zip(axes, ROLES, strict=True):
         for s in (s for s in data["runs"] if s["role"] == role):
             steps, llc, sd = (np.asarray(s[k], float) for k in ("steps", "llc", "llc_std"))
