@@ -154,8 +154,7 @@ def shared_norms(c: ModelConfig) -> dict:
 
 def arc_init(d_vocab: int, start: tuple[float, ...] = ()):
     """`start` (model.arc_init), or amplitude 1, start 0, stride 2 pi / vocab: the tokens evenly round the circle.
-    Issue 39: a 62-parameter adder with N(0, 0.02) matrices (init qwen) stayed at chance for 14k steps from the even
-    circle (3-digit operands, lr 1e-2), and left it by step 6k from tbukic's open arc (2.5, -1.2, 0.29)."""
+    A choice, not a default, because the board's small adders start from an open arc (experiments/adderboard)."""
     values = start or (1.0, 0.0, 2 * math.pi / d_vocab)
     return lambda key, shape, dtype=jnp.float32: jnp.array(values, dtype)
 

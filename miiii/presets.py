@@ -331,7 +331,8 @@ ADDER_58 = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "mod
             "model.ties=attn.W_K=scale(attn.W_Q),attn.W_O=T(attn.W_Q),mlp.W_gate=scale(mlp.W_in)",
             "task.n_train=2000000", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.seed=1")
 PHASED["adder-58-phases"] = (
-    "AdderBoard: 58 parameters (arc embedding, K = a Q, O = Q^T, gate = a up), 290k cosine steps from lr 1e-2 to "
+    "AdderBoard: 58 parameters (arc embedding from the open arc 2.5, -1.2, 0.29, N(0, 0.02) init, K = a Q, O = Q^T, "
+    "gate = a up), 290k cosine steps from lr 1e-2 to "
     "1e-3, then 60k with grokfast from 1e-3 to 1e-4: the sub-60 entries' recipe; not yet trained here",
     ((*ADDER_58, "optim.lr=1e-2", "train.steps=290000", "train.chunk=5000", "train.eval_every=5000"),
      (*ADDER_58, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
