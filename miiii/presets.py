@@ -321,7 +321,8 @@ PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
 
 
 # The sub-60 recipe of the board's 58- and 55-parameter trained entries (tbukic/M10S-Transformer's training paths:
-# a long cosine phase from lr 1e-2 to 1e-3 with weight decay 0.01, then a grokfast-EMA phase from 1e-3 to 1e-4):
+# a long cosine phase from lr 1e-2 to 1e-3 with weight decay 0.01, then a grokfast-EMA phase from 1e-3 to 1e-4; 290k
+# then 80k steps is its 58-parameter seed's path that needed no targeted fine-tuning, experiments/TRAINING_PATHS.md):
 # one head of size 4 on d 3, the arc embedding, K = a Q, O = Q^T, gate = a up, SwiGLU 2: 58 parameters (counted in
 # tests/test_small_decoder.py). Their batches are fresh each step; here 2M distinct pairs. Their start too: every
 # matrix N(0, 0.02) and the open arc (2.5, -1.2, 0.29); from the even circle and torch's init a 62-parameter model
@@ -333,10 +334,10 @@ ADDER_58 = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "mod
 PHASED["adder-58-phases"] = (
     "AdderBoard: 58 parameters (arc embedding from the open arc 2.5, -1.2, 0.29, N(0, 0.02) init, K = a Q, O = Q^T, "
     "gate = a up), 290k cosine steps from lr 1e-2 to "
-    "1e-3, then 60k with grokfast from 1e-3 to 1e-4: the sub-60 entries' recipe; not yet trained here",
+    "1e-3, then 80k with grokfast from 1e-3 to 1e-4: the 58-parameter entry's path without targeted fine-tuning",
     ((*ADDER_58, "optim.lr=1e-2", "train.steps=290000", "train.chunk=5000", "train.eval_every=5000"),
      (*ADDER_58, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
-      "train.steps=60000", "train.chunk=5000", "train.eval_every=5000")),
+      "train.steps=80000", "train.chunk=5000", "train.eval_every=5000")),
 )
 
 

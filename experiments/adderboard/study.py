@@ -69,8 +69,8 @@ SEARCH = (
     Setting("F-62-cur10", "E-62-cur6 on 10-digit operands: the curriculum's last phase",
             BASE + TIED_62 + ("optim.lr=1e-2",), steps=25_000, init_from="E-62-cur6", seed=2),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
-            "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 60k with grokfast "
-            "from 1e-3 to 1e-4)", (), steps=60_000, phased="adder-58-phases"),
+            "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
+            "from 1e-3 to 1e-4)", (), steps=80_000, phased="adder-58-phases"),
 )
 
 
