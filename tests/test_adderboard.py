@@ -48,3 +48,18 @@ def test_the_boards_own_verifier_agrees_with_the_record():
             text = out.read_text()
             assert f"Results: {s['passed']}/{s['cases']} correct" in text
             assert f"Parameters (unique): {s['params']}" in text
+
+
+def test_rewriting_some_settings_keeps_the_bundles_others(tmp_path):
+    """--only replaces its settings' records and scores and keeps the rest, in the search's order."""
+    path = tmp_path / "search.json"
+    path.write_text(json.dumps(SUMMARY))
+    name = SUMMARY["settings"][1]["name"]
+    new_rec = dict(SUMMARY["settings"][1], steps=-1)
+    new = {"qualify": study.QUALIFY, "settings": [new_rec], "scores": []}
+    out = study.merged(path, new)
+    assert [r["name"] for r in out["settings"]] == [r["name"] for r in SUMMARY["settings"]]
+    assert [r["steps"] for r in out["settings"] if r["name"] == name] == [-1]
+    assert [s for s in out["scores"] if s["setting"] == name] == []
+    assert [s for s in out["scores"] if s["setting"] != name] == [s for s in SUMMARY["scores"] if s["setting"] != name]
+    assert study.merged(tmp_path / "absent.json", new) is new
