@@ -84,6 +84,23 @@ def test_the_58_parameter_phases_count_58_and_decay_to_a_tenth():
     assert phases[1].optim.grokfast == "ema" and phases[0].optim.grokfast == "none"
 
 
+def test_the_62_parameter_phases_are_the_entrys_four_stages():
+    """adder-62-phases: 62 parameters in every phase, the entry's architecture, and its stages' schedules: cosine
+    1e-2 -> 1e-3 (200k), constant 1e-3 (50k) and 3e-4 (30k), cosine 1e-3 -> 0 without weight decay (50k)."""
+    from miiii.optim import make_schedule
+    from miiii.presets import phase_configs
+
+    phases = phase_configs("adder-62-phases")
+    assert [_count(validate(c)) for c in phases] == [62] * 4
+    assert all(apply_overrides(c, ADDER_62).model == c.model for c in phases)
+    assert [c.train.steps for c in phases] == [200_000, 50_000, 30_000, 50_000]
+    assert [c.train.batch_size for c in phases] == [128, 256, 256, 256]
+    assert [c.optim.weight_decay for c in phases] == [0.01, 0.01, 0.01, 0.0]
+    scheds = [(make_schedule(c.optim, c.train.steps), c.train.steps) for c in phases]
+    ends = [(float(f(0)), float(f(n))) for f, n in scheds]
+    np.testing.assert_allclose(ends, [(1e-2, 1e-3), (1e-3, 1e-3), (3e-4, 3e-4), (1e-3, 0.0)], rtol=1e-5, atol=1e-12)
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 
