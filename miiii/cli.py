@@ -170,14 +170,15 @@ def train_phases(args, budget: int) -> int:
     from miiii.rundir import SUMMARY, read_config
     from miiii.runner import resume_run, train_run
 
-    if args.overrides or args.steps is not None or args.seed is not None or args.init_from is not None:
-        raise ConfigError(f"{args.preset} is a recipe in phases: it takes no --set, --steps, --seed or --init-from")
+    if args.overrides or args.steps is not None or args.init_from is not None:
+        raise ConfigError(f"{args.preset} is a recipe in phases: it takes no --set, --steps or --init-from (--seed "
+                          "sets every phase's seed)")
+    seed = [] if args.seed is None else [f"train.seed={args.seed}"]
     run_dir = args.run_dir or Path("runs") / f"{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     before = None
     for k, cfg in enumerate(phase_configs(args.preset), 1):
         d = run_dir / f"phase-{k}"
-        if before is not None:
-            cfg = apply_overrides(cfg, [f"train.init_from={before}"])
+        cfg = apply_overrides(cfg, seed + ([] if before is None else [f"train.init_from={before}"]))
         if (d / SUMMARY).is_file():
             if read_config(d) != cfg:
                 raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k}; choose a new "

@@ -80,3 +80,8 @@ def test_a_phased_preset_trains_its_phases_in_order_and_skips_finished_ones(tmp_
     assert main(["train", "--preset", "tiny-phases", "--run-dir", str(run), "--no-progress"]) == 0
     assert capsys.readouterr().out.count("finished") == 2
     assert main(["train", "--preset", "tiny-phases", "--set", "lr=1", "--run-dir", str(tmp_path / "q")]) == 2
+    assert main(["train", "--preset", "tiny-phases", "--seed", "5", "--run-dir", str(run), "--no-progress"]) == 2
+    seeded = tmp_path / "s"
+    assert main(["train", "--preset", "tiny-phases", "--seed", "5", "--run-dir", str(seeded), "--no-progress"]) == 0
+    assert [load_run(seeded / f"phase-{k}").config.train.seed for k in (1, 2)] == [5, 5]
+    assert not _same(load_run(seeded / "phase-1").params, one.params)
