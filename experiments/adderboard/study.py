@@ -43,7 +43,7 @@ class Setting:
     steps: int = 12_000
     seeds: int = 4
     init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
-    seed: int = 0
+    seed: int = 0  # a solo phase's seed; a phased preset's when not 0 (its own otherwise)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
 
 
@@ -68,6 +68,11 @@ SEARCH = (
             init_from="D-62-cur3/member_002", seed=2),
     Setting("F-62-cur10", "E-62-cur6 on 10-digit operands: the curriculum's last phase",
             BASE + TIED_62 + ("optim.lr=1e-2",), steps=25_000, init_from="E-62-cur6", seed=2),
+    Setting("preset-62-phases", "the preset adder-62-phases from its seed: the 62-parameter entry's four stages (V = "
+            "K, O = Q^T, arc embedding from its open arc, N(0, 0.02); 200k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 and "
+            "30k at 3e-4 at batch 256, 50k cosine 1e-3 -> 0 without weight decay)", (), steps=50_000,
+            phased="adder-62-phases"),
+    Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), steps=50_000, phased="adder-62-phases", seed=2),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
             "from 1e-3 to 1e-4)", (), steps=80_000, phased="adder-58-phases"),
@@ -78,7 +83,8 @@ def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
     if s.phased:
-        return ["train", "--preset", s.phased, "--run-dir", str(runs / s.name), "--no-progress"]
+        seed = ["--seed", str(s.seed)] if s.seed else []
+        return ["train", "--preset", s.phased, *seed, "--run-dir", str(runs / s.name), "--no-progress"]
     if s.init_from:
         return ["train", "--preset", "adder-146", "--steps", str(s.steps), *sets, "--seed", str(s.seed),
                 "--init-from", str(runs / s.init_from), "--run-dir", str(runs / s.name), "--no-progress"]
