@@ -28,6 +28,9 @@ def test_every_score_adds_up():
             assert s["passed"] == s["cases"] - len(s["failures"])
     for r in SUMMARY["settings"]:
         assert all(m["exact"] is None or 0 <= m["exact"] <= 1 for m in r["members"])
+        if r.get("phases"):  # a phased preset's run is its last phase
+            assert [m["exact"] for m in r["members"]] == [r["phases"][-1]["exact"]]
+            assert r["members"][0]["steps"] == r["phases"][-1]["steps"] == r["steps"]
 
 
 @pytest.mark.parametrize("entry", SUMMARY["scores"], ids=lambda s: s["file"])

@@ -128,10 +128,15 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
         return None
     files = [p for m in members for p in (m / "metrics.jsonl", m / "config.json") if p.is_file()]
     wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
-    return dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=s.steps,
-                init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
-                command="python -m miiii " + " ".join(command(s, runs)),
-                wall_s=round(wall, 1), members=recs)
+    rec = dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=s.steps,
+               init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
+               command="python -m miiii " + " ".join(command(s, runs)),
+               wall_s=round(wall, 1), members=recs)
+    if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
+        done = [json.loads((p / "summary.json").read_text()) for p in sorted(d.glob("phase-*"))]
+        rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1))
+                         for x in done]
+    return rec
 
 
 def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
@@ -186,6 +191,15 @@ def results_md(summary: dict) -> str:
         after = f" after {r['init_from']}" if r["init_from"] else ""
         lines.append(f"| {r['name']} | {r['params']} | {r['steps']:,}{after} | {per} | {hit} of {len(r['members'])} | "
                      f"{r['wall_s'] / 60:.1f} |")
+    phased = [r for r in summary["settings"] if r.get("phases")]
+    if phased:
+        lines += ["", "## Phased presets, phase by phase", "",
+                  "Each phase's held-out exact match at its end and its own wall time (its summary.json).", "",
+                  "| setting | phase | steps | exact match | wall (min) |", "|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {k} | {x['steps']:,} | {x['exact']:.4f} | {x['wall_s'] / 60:.1f} |"
+                  for r in phased for k, x in enumerate(r["phases"], 1)]
+        lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | "
+                  f"{sum(x['wall_s'] for x in r['phases']) / 60:.1f} |" for r in phased]
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
