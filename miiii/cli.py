@@ -99,7 +99,7 @@ def cmd_presets(args) -> int:
         took = measured_time(name)  # from the committed record (results/timings), never typed in a description
         print(f"{name:<{width}}  {desc}" + (f" [measured: {took}]" if took else ""))
     for name, (desc, phases) in PHASED.items():
-        print(f"{name:<{width}}  {desc} [{len(phases)} phases: train --preset {name} --run-dir D]")
+        print(f"{name:<{width}}  {desc} [{len(phases)} phases: train --preset {name} [--seed S] --run-dir D]")
     if args.keys:
         print("\nconfig keys (--set section.key=value):")
         for sec, typ in SECTIONS.items():
@@ -181,8 +181,8 @@ def train_phases(args, budget: int) -> int:
         cfg = apply_overrides(cfg, seed + ([] if before is None else [f"train.init_from={before}"]))
         if (d / SUMMARY).is_file():
             if read_config(d) != cfg:
-                raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k}; choose a new "
-                                  "--run-dir")
+                raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k} (or "
+                                  "another --seed); choose a new --run-dir, or give the --seed it was trained with")
             print(f"{d}: finished")
         elif d.exists():
             print_summary(resume_run(d, cfg, progress=not args.no_progress, tensorboard=args.tensorboard), d)

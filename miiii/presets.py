@@ -325,18 +325,20 @@ PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
 # four stages: AdamW (weight decay 0.01) 200k cosine steps from lr 1e-2 to 1e-3 at batch 128, then at batch 256 50k
 # steps at lr 1e-3 and 30k at 3e-4, then Adam without weight decay 50k cosine steps from 1e-3 to 0. Each stage here
 # starts from the last one's final parameters (the entry takes its best on 500 pairs) and keeps no weight EMA (the
-# entry evaluates one beside, never trains from it). Its batches are fresh each step; here 2M distinct pairs.
-ADDER_62 = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.n_heads=1", "model.d_mlp=2",
+# entry evaluates one beside, never trains from it); every stage keeps the run's seed (the entry reseeds its stage 2
+# with 101). Its batches are fresh each step; here 2M distinct pairs. `train --preset adder-62-phases --seed S` sets
+# every phase's seed.
+ADDER_62_RECIPE = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.n_heads=1", "model.d_mlp=2",
             "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)", "task.n_train=2000000",
             "train.seed=1", "train.chunk=5000", "train.eval_every=5000")
 PHASED["adder-62-phases"] = (
     "AdderBoard: 62 parameters (arc embedding from the open arc 2.5, -1.2, 0.29, N(0, 0.02) init, V = K, O = Q^T), "
     "the entry's four stages: 200k cosine steps lr 1e-2 to 1e-3, 50k at 1e-3 and 30k at 3e-4 (batch 256), 50k "
     "cosine 1e-3 to 0 without weight decay",
-    ((*ADDER_62, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.steps=200000"),
-     (*ADDER_62, "optim.lr=1e-3", "train.batch_size=256", "train.steps=50000"),
-     (*ADDER_62, "optim.lr=3e-4", "train.batch_size=256", "train.steps=30000"),
-     (*ADDER_62, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
+    ((*ADDER_62_RECIPE, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.steps=200000"),
+     (*ADDER_62_RECIPE, "optim.lr=1e-3", "train.batch_size=256", "train.steps=50000"),
+     (*ADDER_62_RECIPE, "optim.lr=3e-4", "train.batch_size=256", "train.steps=30000"),
+     (*ADDER_62_RECIPE, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
       "train.batch_size=256", "train.steps=50000")),
 )
 

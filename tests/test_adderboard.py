@@ -66,3 +66,18 @@ def test_rewriting_some_settings_keeps_the_bundles_others(tmp_path):
     assert [s for s in out["scores"] if s["setting"] == name] == []
     assert [s for s in out["scores"] if s["setting"] != name] == [s for s in SUMMARY["scores"] if s["setting"] != name]
     assert study.merged(tmp_path / "absent.json", new) is new
+    gone = dict(SUMMARY, settings=[*SUMMARY["settings"], dict(SUMMARY["settings"][0], name="no-longer-searched")])
+    path.write_text(json.dumps(gone))
+    assert study.merged(path, new)["settings"][-1]["name"] == "no-longer-searched"
+
+
+def test_a_phased_setting_trains_its_preset_at_its_seed_and_reads_its_last_phase(tmp_path):
+    """The command names --seed only where the setting does; a recipe with a phase unfinished has no record yet."""
+    by = {s.name: s for s in study.SEARCH}
+    assert "--seed" not in study.command(by["preset-62-phases"], tmp_path)
+    assert study.command(by["preset-62-phases-s2"], tmp_path)[3:5] == ["--seed", "2"]
+    assert study.setting_steps(by["preset-62-phases"]) == 50_000
+    for k in (1, 2, 3, 10):
+        (tmp_path / "preset-62-phases" / f"phase-{k}").mkdir(parents=True)
+    assert [p.name for p in study.phase_dirs(tmp_path / "preset-62-phases")][-2:] == ["phase-3", "phase-10"]
+    assert study.setting_record(by["preset-62-phases"], tmp_path) is None

@@ -80,8 +80,13 @@ def test_a_phased_preset_trains_its_phases_in_order_and_skips_finished_ones(tmp_
     assert main(["train", "--preset", "tiny-phases", "--run-dir", str(run), "--no-progress"]) == 0
     assert capsys.readouterr().out.count("finished") == 2
     assert main(["train", "--preset", "tiny-phases", "--set", "lr=1", "--run-dir", str(tmp_path / "q")]) == 2
+    capsys.readouterr()
     assert main(["train", "--preset", "tiny-phases", "--seed", "5", "--run-dir", str(run), "--no-progress"]) == 2
+    assert "give the --seed it was trained with" in capsys.readouterr().err
     seeded = tmp_path / "s"
     assert main(["train", "--preset", "tiny-phases", "--seed", "5", "--run-dir", str(seeded), "--no-progress"]) == 0
     assert [load_run(seeded / f"phase-{k}").config.train.seed for k in (1, 2)] == [5, 5]
     assert not _same(load_run(seeded / "phase-1").params, one.params)
+    assert load_run(seeded / "phase-2").config.train.init_from == str(seeded / "phase-1")
+    for extra in (["--steps", "5"], ["--init-from", str(run / "phase-1")]):
+        assert main(["train", "--preset", "tiny-phases", *extra, "--run-dir", str(tmp_path / "x")]) == 2

@@ -82,6 +82,7 @@ def test_the_58_parameter_phases_count_58_and_decay_to_a_tenth():
         want = c.optim.lr * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / c.train.steps)))
         np.testing.assert_allclose([float(sched(i)) for i in t], want, rtol=1e-5)
     assert phases[1].optim.grokfast == "ema" and phases[0].optim.grokfast == "none"
+    assert [c.train.steps for c in phases] == [290_000, 80_000]
 
 
 def test_the_62_parameter_phases_are_the_entrys_four_stages():
@@ -96,6 +97,8 @@ def test_the_62_parameter_phases_are_the_entrys_four_stages():
     assert [c.train.steps for c in phases] == [200_000, 50_000, 30_000, 50_000]
     assert [c.train.batch_size for c in phases] == [128, 256, 256, 256]
     assert [c.optim.weight_decay for c in phases] == [0.01, 0.01, 0.01, 0.0]
+    assert [c.optim.schedule for c in phases] == ["cosine", "constant", "constant", "cosine"]
+    assert {(c.train.seed, c.task.n_train) for c in phases} == {(1, 2_000_000)}
     scheds = [(make_schedule(c.optim, c.train.steps), c.train.steps) for c in phases]
     ends = [(float(f(0)), float(f(n))) for f, n in scheds]
     np.testing.assert_allclose(ends, [(1e-2, 1e-3), (1e-3, 1e-3), (3e-4, 3e-4), (1e-3, 0.0)], rtol=1e-5, atol=1e-12)

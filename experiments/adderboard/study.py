@@ -4,7 +4,9 @@ trainer from a seed.
 
     python -m experiments.adderboard.study                 # train the settings not trained yet (runs/adder/), then
                                                            # write the bundle (default runs/adderboard, scratch)
-    python -m experiments.adderboard.study --no-train --out results/adderboard    # the committed bundle
+    python -m experiments.adderboard.study --no-train --only NAME --out results/adderboard   # NAME's records in
+                                                           # the committed bundle, the others kept (a rewrite without
+                                                           # --only needs every setting's runs)
     python -m experiments.adderboard.study --bundle results/adderboard [--check]  # results.md from its summaries
 
 Each setting is a vmapped sweep over seeds (one compile per shape) or one solo run (a phase: `--init-from` another
@@ -43,7 +45,7 @@ class Setting:
     steps: int = 12_000
     seeds: int = 4
     init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
-    seed: int = 0  # a solo phase's seed; a phased preset's when not 0 (its own otherwise)
+    seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
 
 
@@ -55,7 +57,7 @@ SEARCH = (
             "without weight decay", BASE + TIED_62, ("lr=1e-2,2e-2",), 15_000),
     Setting("preset-146-phases", "the preset adder-146-phases from its seed: sweep-torch's member 5 and a second phase "
             "with a cosine decay as one command (a solo run is not the vmapped member bit for bit: phase 1 differs)",
-            (), steps=33_000, phased="adder-146-phases"),
+            (), phased="adder-146-phases"),
     Setting("146-phase2-constant", "the preset's phase 1, then 33k steps at a constant lr 1e-2 (146-phase2-m5's phase "
             "2)", ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="preset-146-phases/phase-1", seed=1),
     Setting("146-phase2-cosine", "the preset's phase 1, then 33k steps decaying lr 1e-2 to 0 (cosine): the preset's "
@@ -70,23 +72,34 @@ SEARCH = (
             BASE + TIED_62 + ("optim.lr=1e-2",), steps=25_000, init_from="E-62-cur6", seed=2),
     Setting("preset-62-phases", "the preset adder-62-phases from its seed: the 62-parameter entry's four stages (V = "
             "K, O = Q^T, arc embedding from its open arc, N(0, 0.02); 200k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 and "
-            "30k at 3e-4 at batch 256, 50k cosine 1e-3 -> 0 without weight decay)", (), steps=50_000,
-            phased="adder-62-phases"),
-    Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), steps=50_000, phased="adder-62-phases", seed=2),
+            "30k at 3e-4 at batch 256, 50k cosine 1e-3 -> 0 without weight decay)", (), phased="adder-62-phases"),
+    Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), phased="adder-62-phases", seed=2),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
-            "from 1e-3 to 1e-4)", (), steps=80_000, phased="adder-58-phases"),
+            "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
 )
+
+
+def phase_dirs(d: Path) -> list[Path]:
+    """RUN/phase-1, phase-2, ... in their order (by number, not by name)."""
+    return sorted(d.glob("phase-*"), key=lambda p: int(p.name.rpartition("-")[2]))
+
+
+def setting_steps(s: Setting) -> int:
+    """A setting's own steps: a phased preset's last phase's, else the setting's."""
+    from miiii.presets import phase_configs
+
+    return phase_configs(s.phased)[-1].train.steps if s.phased else s.steps
 
 
 def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
     if s.phased:
-        seed = ["--seed", str(s.seed)] if s.seed else []
+        seed = [] if s.seed is None else ["--seed", str(s.seed)]
         return ["train", "--preset", s.phased, *seed, "--run-dir", str(runs / s.name), "--no-progress"]
     if s.init_from:
-        return ["train", "--preset", "adder-146", "--steps", str(s.steps), *sets, "--seed", str(s.seed),
+        return ["train", "--preset", "adder-146", "--steps", str(s.steps), *sets, "--seed", str(s.seed or 0),
                 "--init-from", str(runs / s.init_from), "--run-dir", str(runs / s.name), "--no-progress"]
     return ["sweep", "--preset", "adder-146", "--seeds", str(s.seeds), *(["--grid", *s.grid] if s.grid else []),
             "--steps", str(s.steps), *sets, "--no-progress", "--out", str(runs / s.name)]
@@ -120,22 +133,28 @@ def member_record(run_dir: Path) -> dict | None:
 
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
+    from miiii.presets import PHASED
+
     d = runs / s.name
-    members = ([sorted(d.glob("phase-*"))[-1]] if s.phased and d.is_dir() else [d] if s.init_from
-               else sorted(d.glob("member_*")))
+    if s.phased:  # only a recipe whose every phase finished: its run is the last phase
+        phases = phase_dirs(d)
+        if len(phases) != len(PHASED[s.phased][1]) or not all((p / "summary.json").is_file() for p in phases):
+            return None
+    members = [phases[-1]] if s.phased else [d] if s.init_from else sorted(d.glob("member_*"))
     recs = [r for m in members if (r := member_record(m)) is not None]
     if not recs:
         return None
     files = [p for m in members for p in (m / "metrics.jsonl", m / "config.json") if p.is_file()]
     wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
-    rec = dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=s.steps,
+    rec = dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=setting_steps(s),
                init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
                command="python -m miiii " + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
-        done = [json.loads((p / "summary.json").read_text()) for p in sorted(d.glob("phase-*"))]
-        rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1))
-                         for x in done]
+        done = [json.loads((p / "summary.json").read_text()) for p in phases]
+        rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1),
+                              resumed=x.get("resumed_from") is not None) for x in done]
+        rec["wall_s"] = round(sum(x["wall_s"] for x in rec["phases"]), 1)
     return rec
 
 
@@ -168,11 +187,11 @@ def merged(path: Path, new: dict) -> dict:
         return new
     old = json.loads(path.read_text())
     names = {r["name"] for r in new["settings"]}
-    order = [s.name for s in SEARCH]
+    order = {s.name: k for k, s in enumerate(SEARCH)}  # a setting no longer searched keeps its record, last
     settings = sorted([r for r in old["settings"] if r["name"] not in names] + new["settings"],
-                      key=lambda r: order.index(r["name"]))
+                      key=lambda r: order.get(r["name"], len(order)))
     scores = sorted([s for s in old["scores"] if s["setting"] not in names] + new["scores"],
-                    key=lambda s: order.index(s["setting"]))
+                    key=lambda s: order.get(s["setting"], len(order)))
     return {"qualify": QUALIFY, "settings": settings, "scores": scores}
 
 
@@ -194,9 +213,11 @@ def results_md(summary: dict) -> str:
     phased = [r for r in summary["settings"] if r.get("phases")]
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
-                  "Each phase's held-out exact match at its end and its own wall time (its summary.json).", "",
-                  "| setting | phase | steps | exact match | wall (min) |", "|---|---|---|---|---|"]
-        lines += [f"| {r['name']} | {k} | {x['steps']:,} | {x['exact']:.4f} | {x['wall_s'] / 60:.1f} |"
+                  "Each phase's held-out exact match at its end and its own wall time (its summary.json; a resumed "
+                  "phase's, marked *, is its last session's only). The main table's wall time for these is the sum.",
+                  "", "| setting | phase | steps | exact match | wall (min) |", "|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {k} | {x['steps']:,} | {'–' if x['exact'] is None else format(x['exact'], '.4f')} "
+                  f"| {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''} |"
                   for r in phased for k, x in enumerate(r["phases"], 1)]
         lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | "
                   f"{sum(x['wall_s'] for x in r['phases']) / 60:.1f} |" for r in phased]
@@ -229,7 +250,7 @@ def study(args) -> int:
         from miiii.cli import main as miiii
 
         for s in SEARCH:
-            if (not args.only or s.name in args.only) and not (args.runs / s.name).exists():
+            if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
                 if miiii(command(s, args.runs)) != 0:
                     return 1
     settings = [r for s in SEARCH if not args.only or s.name in args.only
