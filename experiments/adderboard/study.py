@@ -36,6 +36,11 @@ TIED_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=at
            "optim.weight_decay=0")
 
 
+START_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)",
+            "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "optim.lr=1e-2", "task.n_train=2000000",
+            "train.chunk=5000", "train.eval_every=5000")
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -74,6 +79,9 @@ SEARCH = (
             "K, O = Q^T, arc embedding from its open arc, N(0, 0.02); 200k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 and "
             "30k at 3e-4 at batch 256, 50k cosine 1e-3 -> 0 without weight decay)", (), phased="adder-62-phases"),
     Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), phased="adder-62-phases", seed=2),
+    Setting("62-start-seeds", "adder-62-phases' start (V = K, O = Q^T, arc embedding from the open arc, N(0, 0.02)) "
+            "at 4 seeds, 30k steps at a constant lr 1e-2 (its phase 1's first 30k of 200k are within 5 % of it): how "
+            "often the recipe's start leaves the marginals-only plateau", START_62, steps=30_000),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
             "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
