@@ -328,9 +328,12 @@ PHASED: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
 # entry evaluates one beside, never trains from it); every stage keeps the run's seed (the entry reseeds its stage 2
 # with 101). Its batches are fresh each step; here 2M distinct pairs. `train --preset adder-62-phases --seed S` sets
 # every phase's seed.
-ADDER_62_RECIPE = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.n_heads=1", "model.d_mlp=2",
-            "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)", "task.n_train=2000000",
-            "train.seed=1", "train.chunk=5000", "train.eval_every=5000")
+# The sub-62 entries' shared start: one head of size 4 on d 3, SwiGLU 2, the arc embedding from the open arc, every
+# matrix N(0, 0.02), 2M distinct pairs, seed 1; each recipe adds its ties and schedule.
+ARC_START = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.n_heads=1", "model.d_mlp=2",
+             "model.embed=arc", "task.n_train=2000000", "train.seed=1")
+ADDER_62_RECIPE = (*ARC_START, "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)", "train.chunk=5000",
+                   "train.eval_every=5000")
 PHASED["adder-62-phases"] = (
     "AdderBoard: 62 parameters (arc embedding from the open arc 2.5, -1.2, 0.29, N(0, 0.02) init, V = K, O = Q^T), "
     "the entry's four stages: 200k cosine steps lr 1e-2 to 1e-3, 50k at 1e-3 and 30k at 3e-4 (batch 256), 50k "
@@ -350,10 +353,9 @@ PHASED["adder-62-phases"] = (
 # tests/test_small_decoder.py). Their batches are fresh each step; here 2M distinct pairs. Their start too: every
 # matrix N(0, 0.02) and the open arc (2.5, -1.2, 0.29); from the even circle and torch's init a 62-parameter model
 # stayed at chance (issue 39's probes, commit 960aacb).
-ADDER_58 = ("adder-146", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.n_heads=1", "model.n_kv_heads=0",
-            "model.d_mlp=2", "model.embed=arc",
+ADDER_58 = (*ARC_START, "model.n_kv_heads=0",
             "model.ties=attn.W_K=scale(attn.W_Q),attn.W_O=T(attn.W_Q),mlp.W_gate=scale(mlp.W_in)",
-            "task.n_train=2000000", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.seed=1")
+            "optim.schedule=cosine", "optim.final_lr_frac=0.1")
 PHASED["adder-58-phases"] = (
     "AdderBoard: 58 parameters (arc embedding from the open arc 2.5, -1.2, 0.29, N(0, 0.02) init, K = a Q, O = Q^T, "
     "gate = a up), 290k cosine steps from lr 1e-2 to "
