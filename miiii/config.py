@@ -57,10 +57,12 @@ class ModelConfig:
     arc_init: tuple[float, ...] = ()
     norm_eps: float = 1e-5  # of every norm (the book's LayerNorm: 1e-5; Qwen3's RMSNorm: 1e-6)
     # Weight tying inside a block, each "FOLLOWER=MASTER" or "FOLLOWER=F(MASTER)" with F one of T (transpose),
-    # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rotT (rot of T): e.g.
+    # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rotT (rot of T), Trot (T
+    # of rot: the master's last axis turned, then transposed; tbukic's down = R(a) up^T when that axis is d_mlp): e.g.
     # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
     # and the unique count (count_params) holds the master once and each transform's one scalar.
     ties: tuple[str, ...] = ()
+    tie_angle: float = 0.0  # every rot, rotT and Trot tie's initial angle (tbukic's entries start theirs at 0.1)
     # Norms shared by name: each group "ln1+ln2+ln_final" (names in NORM_NAMES; every block's) is one learned scale
     # (and LayerNorm's bias) that all its norms use, counted once; the norms of a group must have one size and kind
     norm_groups: tuple[str, ...] = ()
@@ -99,7 +101,7 @@ def parse_norm_groups(groups: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
+TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT|Trot)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
 TIED_WEIGHTS = {"attn": ("W_Q", "W_K", "W_V", "W_O"), "mlp": ("W_in", "W_out", "W_gate")}
 
 
@@ -116,7 +118,8 @@ def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
         if (not m or master_module != module or follower not in known or master not in known
                 or follower == master or (module, follower) in out):
             raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in T, "
-                             f"scale, rot, rotT, both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
+                             "scale, rot, rotT, Trot, "
+                             f"both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
                              f"mlp: {', '.join(TIED_WEIGHTS['mlp'])}), each follower once")
         out[(module, follower)] = (transform, master)
     if any((mod, master) in out for (mod, _), (_, master) in out.items()):

@@ -86,8 +86,10 @@ def _untie(weights, ties, n_layers, norm_groups):
                 x = np.swapaxes(x, -1, -2)
             if transform == "scale":
                 x = weights[p + name + "_scale"] * x
-            if transform in ("rot", "rotT"):
+            if transform in ("rot", "rotT", "Trot"):
                 x = _turn(x, weights[p + name + "_angle"])
+            if transform == "Trot":
+                x = np.swapaxes(x, -1, -2)
             weights[p + name] = x
     return weights
 

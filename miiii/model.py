@@ -166,7 +166,8 @@ def arc_embedding(arc, d_vocab: int, d_model: int):
     return jnp.pad(circle, ((0, 0), (0, d_model - 2)))
 
 
-def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: list[tuple[str, object, tuple]]):
+def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: list[tuple[str, object, tuple]],
+                  angle0: float = 0.0):
     """The module's weights {name: array}: each master a parameter (created in `specs` order, so with no ties the
     parameters and their random draws are the untied model's), each follower its master transformed."""
     tied = {f: v for (mod, f), v in parse_ties(ties).items() if mod == scope}
@@ -180,12 +181,14 @@ def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: l
             x = jnp.swapaxes(x, -1, -2)
         if transform == "scale":
             x = module.param(f"{name}_scale", nn.initializers.ones, ()) * x
-        if transform in ("rot", "rotT"):
+        if transform in ("rot", "rotT", "Trot"):
             if x.shape[-1] % 2:
                 raise ValueError(f"model.ties: {scope}.{name} = {transform}(...) turns pairs of the last axis, whose "
                                  f"size {x.shape[-1]} is odd")
-            angle = module.param(f"{name}_angle", nn.initializers.zeros, ())
+            angle = module.param(f"{name}_angle", nn.initializers.constant(angle0), ())
             x = turn_halves(x, jnp.cos(angle), jnp.sin(angle))
+        if transform == "Trot":
+            x = jnp.swapaxes(x, -1, -2)
         if x.shape != tuple(shape):
             raise ValueError(f"model.ties: {scope}.{name} {tuple(shape)} cannot be {transform or 'equal'}({scope}."
                              f"{master} {tuple(w[master].shape)})")
@@ -204,7 +207,7 @@ class Attention(nn.Module):
         H, G, d, e = c.n_heads, c.kv_heads, c.d_model, c.d_head  # G key/value heads, each read by H / G queries
         w = block_weights(self, c.ties, "attn", [("W_Q", init.matrix(d), (H, d, e)), ("W_K", init.matrix(d), (G, d, e)),
                                                  ("W_V", init.matrix(d), (G, d, e)),
-                                                 ("W_O", init.matrix(H * e), (H, e, d))])
+                                                 ("W_O", init.matrix(H * e), (H, e, d))], c.tie_angle)
         W_Q, W_K, W_V, W_O = w["W_Q"], w["W_K"], w["W_V"], w["W_O"]
         b, t, _ = h.shape
         tq = 1 if self.last_only else t
@@ -250,7 +253,7 @@ class MLP(nn.Module):
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         d, m = c.d_model, c.mlp_dim
         w = block_weights(self, c.ties, "mlp", [("W_in", init.matrix(d), (d, m)), ("W_out", init.matrix(m), (m, d))]
-                          + ([("W_gate", init.matrix(d), (d, m))] if c.mlp_act == "swiglu" else []))
+                          + ([("W_gate", init.matrix(d), (d, m))] if c.mlp_act == "swiglu" else []), c.tie_angle)
         W_in, W_out = w["W_in"], w["W_out"]
         pre = h @ W_in
         if c.mlp_bias:

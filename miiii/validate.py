@@ -189,10 +189,13 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"model.arc_init = {m.arc_init} is the arc's (amplitude, start, stride) at the start: three "
                           "numbers, with model.embed = arc")
     try:
-        parse_ties(m.ties)
+        turned = [t for t, _ in parse_ties(m.ties).values() if t in ("rot", "rotT", "Trot")]
         check_norm_groups(m)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if m.tie_angle and not turned:
+        raise ConfigError(f"model.tie_angle = {m.tie_angle} starts the rot, rotT and Trot ties' angles; model.ties "
+                          "has none")
     if not (m.logit_scale > 0 and m.init_scale > 0) or cfg.optim.fixed_norm < 0:
         raise ConfigError(f"model.logit_scale = {m.logit_scale} and model.init_scale = {m.init_scale} must be "
                           f"positive, optim.fixed_norm = {cfg.optim.fixed_norm} >= 0 (0 = off)")

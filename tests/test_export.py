@@ -55,6 +55,12 @@ def _untrained_run(path, overrides):
      "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
      "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
      "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in),mlp.W_out=T(mlp.W_in)"],
+    # the 36-parameter entry's ties: K = Q turned, V = Q, O = Q^T, down = up turned then transposed (Trot)
+    ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=1", "model.head_dim=4",
+     "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
+     "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
+     "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q),mlp.W_out=Trot(mlp.W_in)",
+     "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"],
     # norms shared by name: the block and head RMSNorms one scale, the QK-norms another
     ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=1", "model.head_dim=4",
      "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",

@@ -142,23 +142,27 @@ def test_bad_norm_groups_are_refused(groups, says):
 
 
 def test_a_tied_model_is_the_untied_model_with_the_followers_set():
-    """Tied logits = the untied model's with W_V := scale * W_K, W_O := W_Q^T, W_gate := W_in turned by the angle."""
-    ties = "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in)"
+    """Tied logits = the untied model's with W_V := scale * W_K, W_O := W_Q^T, W_gate := W_in turned by the angle and
+    W_out := W_in turned by another, then transposed (Trot)."""
+    ties = "model.ties=attn.W_V=scale(attn.W_K),attn.W_O=T(attn.W_Q),mlp.W_gate=rot(mlp.W_in),mlp.W_out=Trot(mlp.W_in)"
     cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [ties, "n_train=8", "n_valid=8"])
     task = make_task(cfg.task)
     x = task.train.x[:3]
     tied = build_model(cfg.model, task)
     p = tied.init({"params": jax.random.key(0)}, x)["params"]
     a, m = p["blocks_0"]["attn"], p["blocks_0"]["mlp"]
-    a["W_V_scale"], m["W_gate_angle"] = np.float32(-1.3), np.float32(0.4)
+    a["W_V_scale"], m["W_gate_angle"], m["W_out_angle"] = np.float32(-1.3), np.float32(0.4), np.float32(-0.7)
     W_in, c, s_ = np.asarray(m["W_in"]), np.cos(0.4), np.sin(0.4)
+    c2, s2 = np.cos(-0.7), np.sin(-0.7)
     untied_p = {**p, "blocks_0": {**p["blocks_0"],
                                   "attn": {k: v for k, v in a.items() if k != "W_V_scale"}
                                   | {"W_V": -1.3 * np.asarray(a["W_K"]),
                                      "W_O": np.swapaxes(np.asarray(a["W_Q"]), 1, 2)},
-                                  "mlp": {k: v for k, v in m.items() if k != "W_gate_angle"}
+                                  "mlp": {k: v for k, v in m.items() if k not in ("W_gate_angle", "W_out_angle")}
                                   | {"W_gate": np.stack([W_in[:, 0] * c - W_in[:, 1] * s_,
-                                                         W_in[:, 1] * c + W_in[:, 0] * s_], 1)}}}
+                                                         W_in[:, 1] * c + W_in[:, 0] * s_], 1),
+                                     "W_out": np.stack([W_in[:, 0] * c2 - W_in[:, 1] * s2,
+                                                        W_in[:, 1] * c2 + W_in[:, 0] * s2], 0)}}}
     untied = build_model(apply_overrides(cfg, ["model.ties="]).model, task)
     np.testing.assert_allclose(np.asarray(tied.apply({"params": p}, x)[0]),
                                np.asarray(untied.apply({"params": untied_p}, x)[0]), rtol=1e-5, atol=1e-5)
@@ -289,3 +293,16 @@ def test_train_digits_draws_short_operands_and_keeps_the_held_out_whole():
     assert (task.valid.x[:, 3:7] != 0).any()
     with pytest.raises(ConfigError, match="split impossible"):
         validate(apply_overrides(get_preset("adder-146"), ["train_digits=1", "n_train=200"]))
+
+
+def test_tie_angle_starts_every_turned_tie_and_needs_one():
+    """model.tie_angle is each rot / Trot tie's initial angle (0 keeps every earlier preset's start); without such a
+    tie it is refused."""
+    ties = "model.ties=attn.W_K=rot(attn.W_Q),mlp.W_out=Trot(mlp.W_in)"
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [ties, "model.tie_angle=0.1", "n_train=8",
+                                                                    "n_valid=8"])
+    task = make_task(cfg.task)
+    p = build_model(validate(cfg).model, task).init({"params": jax.random.key(0)}, task.train.x[:1])["params"]
+    assert float(p["blocks_0"]["attn"]["W_K_angle"]) == float(p["blocks_0"]["mlp"]["W_out_angle"]) == np.float32(0.1)
+    with pytest.raises(ConfigError, match="tie_angle"):
+        validate(apply_overrides(get_preset("adder-146"), ADDER_62 + ["model.tie_angle=0.1"]))

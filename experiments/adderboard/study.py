@@ -40,6 +40,12 @@ START_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=a
             "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "optim.lr=1e-2", "task.n_train=2000000",
             "train.chunk=5000", "train.eval_every=5000")
 
+# The sub-50 entries' ties on that start (presets.TIES_41): V = Q, K = Q turned, O = Q^T, the RMSNorms one scale and
+# the QK-norms another
+START_41 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc",
+            "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",
+            "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm", *START_62[4:])
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -82,6 +88,12 @@ SEARCH = (
     Setting("62-start-seeds", "adder-62-phases' start (V = K, O = Q^T, arc embedding from the open arc, N(0, 0.02)) "
             "at 4 seeds, 30k steps at a constant lr 1e-2 (its phase 1's first 30k of 200k are within 5 % of it): how "
             "often the recipe's start leaves the marginals-only plateau", START_62, steps=30_000),
+    Setting("41-start-seeds", "62-start-seeds with the sub-50 entries' ties (V = Q, K = Q turned, O = Q^T, the "
+            "RMSNorms one scale, the QK-norms another): 41 parameters, 4 seeds, 30k steps at lr 1e-2", START_41,
+            steps=30_000),
+    Setting("preset-41-phases", "the preset adder-41-phases from its seed (0, 41-start-seeds' first to leave the "
+            "plateau): 200k cosine steps 1e-2 -> 1e-3, 80k with grokfast 1e-3 -> 1e-4, 50k cosine 1e-3 -> 0 without "
+            "weight decay at batch 256", (), phased="adder-41-phases"),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
             "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
