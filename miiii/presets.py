@@ -399,6 +399,20 @@ PHASED["adder-36-phases"] = (
     sub50_phases(TIES_36, 0),
 )
 
+# The same 41-parameter model through the board's length curriculum (its issue: 3 -> 6 -> 10-digit operands), then
+# adder-62-phases' later stages instead of the grokfast stage (which threw preset-41-phases back to the plateau)
+CURRICULUM_41 = (*ARC_START, *TIES_41, "train.seed=0", "train.chunk=5000", "train.eval_every=5000")
+PHASED["adder-41-curriculum"] = (
+    "AdderBoard: adder-41-phases' model, seed 0, on 3-digit operands (5k steps, lr 1e-2), 6-digit (10k), then 10-digit: "
+    "150k cosine steps 1e-2 to 1e-3, 50k at 1e-3 (batch 256), 50k cosine 1e-3 to 0 without weight decay",
+    ((*CURRICULUM_41, "optim.lr=1e-2", "task.train_digits=3", "task.n_train=500000", "train.steps=5000"),
+     (*CURRICULUM_41, "optim.lr=1e-2", "task.train_digits=6", "train.steps=10000"),
+     (*CURRICULUM_41, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.steps=150000"),
+     (*CURRICULUM_41, "optim.lr=1e-3", "train.batch_size=256", "train.steps=50000"),
+     (*CURRICULUM_41, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
+      "train.batch_size=256", "train.steps=50000")),
+)
+
 
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""
