@@ -366,54 +366,6 @@ PHASED["adder-58-phases"] = (
 )
 
 
-# The board's sub-50 entries (tbukic/M10S-Transformer, experiments/sub50_sweep.py): V = Q, K = Q turned by a learned
-# angle (rot: the head's halves, which is the entry's interleaved pairs in its RoPE layout), O = Q^T, the three
-# RMSNorms one scale and the QK-norms another: 41 parameters; down = up turned then transposed (Trot) makes it 36.
-# Their schedule here: adder-62-phases' first stage (200k cosine steps 1e-2 -> 1e-3, weight decay 0.01), then the
-# sub-60 entries' grokfast-EMA stage (80k steps 1e-3 -> 1e-4, alpha 0.98, lambda 2), then 50k cosine steps 1e-3 -> 0
-# without weight decay at batch 256. Seed 0: the seed whose start left the marginals-only plateau at 41 parameters
-# (results/adderboard, 41-start-seeds).
-TIES_41 = ("model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",
-           "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm")
-
-
-def sub50_phases(ties: tuple[str, ...], seed: int) -> tuple[tuple[str, ...], ...]:
-    start = (*ARC_START, *ties, f"train.seed={seed}", "train.chunk=5000", "train.eval_every=5000")
-    return ((*start, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.steps=200000"),
-            (*start, "optim.lr=1e-3", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "optim.grokfast=ema",
-             "optim.alpha=0.98", "optim.lamb=2", "train.steps=80000"),
-            (*start, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
-             "train.batch_size=256", "train.steps=50000"))
-
-
-PHASED["adder-41-phases"] = (
-    "AdderBoard: 41 parameters (arc embedding from the open arc, N(0, 0.02), V = Q, K = Q turned, O = Q^T, the "
-    "RMSNorms one scale, the QK-norms another), seed 0: 200k cosine steps lr 1e-2 to 1e-3, 80k with grokfast 1e-3 "
-    "to 1e-4, 50k cosine 1e-3 to 0 without weight decay (batch 256)",
-    sub50_phases(TIES_41, 0),
-)
-
-TIES_36 = (TIES_41[0] + ",mlp.W_out=Trot(mlp.W_in)", TIES_41[1])
-PHASED["adder-36-phases"] = (
-    "AdderBoard: 36 parameters (adder-41-phases' model with down = up turned, then transposed), seed 0: its schedule",
-    sub50_phases(TIES_36, 0),
-)
-
-# The same 41-parameter model through the board's length curriculum (its issue: 3 -> 6 -> 10-digit operands), then
-# adder-62-phases' later stages instead of the grokfast stage (which threw preset-41-phases back to the plateau)
-CURRICULUM_41 = (*ARC_START, *TIES_41, "train.seed=0", "train.chunk=5000", "train.eval_every=5000")
-PHASED["adder-41-curriculum"] = (
-    "AdderBoard: adder-41-phases' model, seed 0, on 3-digit operands (5k steps, lr 1e-2), 6-digit (10k), then 10-digit: "
-    "150k cosine steps 1e-2 to 1e-3, 50k at 1e-3 (batch 256), 50k cosine 1e-3 to 0 without weight decay",
-    ((*CURRICULUM_41, "optim.lr=1e-2", "task.train_digits=3", "task.n_train=500000", "train.steps=5000"),
-     (*CURRICULUM_41, "optim.lr=1e-2", "task.train_digits=6", "train.steps=10000"),
-     (*CURRICULUM_41, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1", "train.steps=150000"),
-     (*CURRICULUM_41, "optim.lr=1e-3", "train.batch_size=256", "train.steps=50000"),
-     (*CURRICULUM_41, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
-      "train.batch_size=256", "train.steps=50000")),
-)
-
-
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""
     return [apply_overrides(get_preset(preset), list(sets)) for preset, *sets in PHASED[name][1]]

@@ -40,8 +40,9 @@ START_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=a
             "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "optim.lr=1e-2", "task.n_train=2000000",
             "train.chunk=5000", "train.eval_every=5000")
 
-# The sub-50 entries' ties on that start (presets.TIES_41): V = Q, K = Q turned, O = Q^T, the RMSNorms one scale and
-# the QK-norms another
+# The board's sub-50 entries' ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py): V = Q, K = Q
+# turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the RMSNorms one scale
+# and the QK-norms another: 41 parameters
 START_41 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc",
             "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",
             "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm", *START_62[4:])
@@ -123,9 +124,6 @@ SEARCH = (
                "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
     *continued(START_36[:8], "36-start-angle/member_003", 3, "36-m3",
                "36-start-angle's lowest-loss member (lr 1e-2, seed 3, train loss 1.65 at 30k)"),
-    Setting("preset-41-phases", "the preset adder-41-phases from its seed (0, 41-start-seeds' first to leave the "
-            "plateau): 200k cosine steps 1e-2 -> 1e-3, 80k with grokfast 1e-3 -> 1e-4, 50k cosine 1e-3 -> 0 without "
-            "weight decay at batch 256", (), phased="adder-41-phases"),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
             "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
