@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from miiii.config import ConfigError, ModelConfig, parse_ties
+from miiii.config import TURNED, ConfigError, ModelConfig, parse_ties
 
 
 def _normal(std: float):
@@ -181,7 +181,7 @@ def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: l
             x = jnp.swapaxes(x, -1, -2)
         if transform == "scale":
             x = module.param(f"{name}_scale", nn.initializers.ones, ()) * x
-        if transform in ("rot", "rotT", "Trot"):
+        if transform in TURNED:
             if x.shape[-1] % 2:
                 raise ValueError(f"model.ties: {scope}.{name} = {transform}(...) turns pairs of the last axis, whose "
                                  f"size {x.shape[-1]} is odd")

@@ -9,7 +9,17 @@ import math
 import os
 from dataclasses import fields, replace
 
-from miiii.config import INITS, LOSS_DTYPES, LOSSES, PRECISIONS, SECTIONS, RunConfig, parse_norm_groups, parse_ties
+from miiii.config import (
+    INITS,
+    LOSS_DTYPES,
+    LOSSES,
+    PRECISIONS,
+    SECTIONS,
+    TURNED,
+    RunConfig,
+    parse_norm_groups,
+    parse_ties,
+)
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.optimizers import OPTIMIZERS
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
@@ -189,7 +199,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"model.arc_init = {m.arc_init} is the arc's (amplitude, start, stride) at the start: three "
                           "numbers, with model.embed = arc")
     try:
-        turned = [t for t, _ in parse_ties(m.ties).values() if t in ("rot", "rotT", "Trot")]
+        turned = [t for t, _ in parse_ties(m.ties).values() if t in TURNED]
         check_norm_groups(m)
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -53,6 +53,12 @@ def test_the_boards_own_verifier_agrees_with_the_record():
             assert f"Parameters (unique): {s['params']}" in text
 
 
+def test_only_repeats_add_up():
+    names = [s.name for s in study.SEARCH]
+    assert study.parser().parse_args(["--only", *names[:2], "--only", names[3]]).only == [*names[:2], names[3]]
+    assert study.parser().parse_args([]).only is None
+
+
 def test_rewriting_some_settings_keeps_the_bundles_others(tmp_path):
     """--only replaces its settings' records and scores and keeps the rest, in the search's order."""
     path = tmp_path / "search.json"

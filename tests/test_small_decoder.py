@@ -295,14 +295,18 @@ def test_train_digits_draws_short_operands_and_keeps_the_held_out_whole():
         validate(apply_overrides(get_preset("adder-146"), ["train_digits=1", "n_train=200"]))
 
 
-def test_tie_angle_starts_every_turned_tie_and_needs_one():
-    """model.tie_angle is each rot / Trot tie's initial angle (0 keeps every earlier preset's start); without such a
-    tie it is refused."""
-    ties = "model.ties=attn.W_K=rot(attn.W_Q),mlp.W_out=Trot(mlp.W_in)"
-    cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [ties, "model.tie_angle=0.1", "n_train=8",
-                                                                    "n_valid=8"])
+@pytest.mark.parametrize("ties, turned", [
+    ("attn.W_K=rot(attn.W_Q),mlp.W_out=Trot(mlp.W_in)", [("attn", "W_K"), ("mlp", "W_out")]),
+    ("mlp.W_gate=rotT(mlp.W_out)", [("mlp", "W_gate")]),
+])
+def test_tie_angle_starts_every_turned_tie_and_needs_one(ties, turned):
+    """model.tie_angle is each rot / rotT / Trot tie's initial angle (0 keeps every earlier preset's start); without
+    such a tie it is refused."""
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [f"model.ties={ties}", "model.tie_angle=0.1",
+                                                                    "n_train=8", "n_valid=8"])
     task = make_task(cfg.task)
     p = build_model(validate(cfg).model, task).init({"params": jax.random.key(0)}, task.train.x[:1])["params"]
-    assert float(p["blocks_0"]["attn"]["W_K_angle"]) == float(p["blocks_0"]["mlp"]["W_out_angle"]) == np.float32(0.1)
+    got = [float(p["blocks_0"][mod][f"{name}_angle"]) for mod, name in turned]
+    assert got == [float(np.float32(0.1))] * len(turned)
     with pytest.raises(ConfigError, match="tie_angle"):
         validate(apply_overrides(get_preset("adder-146"), ADDER_62 + ["model.tie_angle=0.1"]))

@@ -19,6 +19,7 @@ files and their scores join the bundle. results.md is regenerated from summaries
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 
+# the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
+# marginal: the ten sum digits uniform, the eleventh (the carry out) 0 or 1 about evenly
+UNIFORM = math.log(10)
+MARGINALS = (10 * math.log(10) + math.log(2)) / 11
 QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
 EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -36,38 +41,25 @@ TIED_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=at
            "optim.weight_decay=0")
 
 
-START_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)",
-            "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "optim.lr=1e-2", "task.n_train=2000000",
-            "train.chunk=5000", "train.eval_every=5000")
-
+SMALL = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc")  # one head of size 4 on d 3, SwiGLU 2, the arc
+FROM_ARC = ("model.init=qwen", "model.arc_init=2.5,-1.2,0.29")  # every matrix N(0, 0.02), the open arc
+DATA = ("task.n_train=2000000", "train.chunk=5000", "train.eval_every=5000")
+START_62 = (*SMALL, "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)", *FROM_ARC, "optim.lr=1e-2", *DATA)
 # The board's sub-50 entries' ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py): V = Q, K = Q
 # turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the RMSNorms one scale
-# and the QK-norms another: 41 parameters
-START_41 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc",
-            "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",
-            "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm", *START_62[4:])
-
-T36 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q),mlp.W_out=Trot(mlp.W_in)"
-# 36 parameters (down = up turned, then transposed), every turned tie starting at 0.1 as the entry's; lr a grid
-START_36 = (*START_41[:3], T36, START_41[4], "model.tie_angle=0.1", *START_41[5:7], *START_41[8:])
+# and the QK-norms another: 41 parameters; down = up turned, then transposed: 36
+T41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"
+T36 = T41 + ",mlp.W_out=Trot(mlp.W_in)"
+SHARED = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
+START_41 = (*SMALL, T41, SHARED, *FROM_ARC, "optim.lr=1e-2", *DATA)
+# 36 parameters, every turned tie starting at 0.1 as the entry's; the lr a grid
+MODEL_36 = (*SMALL, T36, SHARED, "model.tie_angle=0.1", *FROM_ARC)
+START_36 = (*MODEL_36, *DATA)
 # 41 parameters from every initial parameter times 3 (model.init_scale), the arc's start and stride given as a third
-# so that they start where the open arc does (its amplitude 7.5)
-SCALE3_41 = (*START_41[:6], "model.arc_init=2.5,-0.4,0.096667", *START_41[7:], "model.init_scale=3")
-
-
-def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: str) -> tuple:
-    """A screen's member through adder-62-phases' later schedule as three solo phases: 150k cosine steps 1e-2 ->
-    1e-3, 50k at 1e-3 (batch 256), 50k cosine 1e-3 -> 0 without weight decay (batch 256)."""
-    run = (*model, "task.n_train=2000000", "train.chunk=5000", "train.eval_every=5000")
-    return (Setting(f"{stem}-cosine", f"{why}, continued 150k cosine steps from lr 1e-2 to 1e-3",
-                    (*run, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1"), steps=150_000,
-                    init_from=member, seed=seed),
-            Setting(f"{stem}-1e-3", f"{stem}-cosine, 50k steps at lr 1e-3 (batch 256)",
-                    (*run, "optim.lr=1e-3", "train.batch_size=256"), steps=50_000, init_from=f"{stem}-cosine",
-                    seed=seed),
-            Setting(f"{stem}-nowd", f"{stem}-1e-3, 50k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
-                    (*run, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
-                     "train.batch_size=256"), steps=50_000, init_from=f"{stem}-1e-3", seed=seed))
+# so that they start where the open arc does (its amplitude 7.5). Its continuations repeat this arc_init, which their
+# loaded parameters override (as every init setting)
+MODEL_S3 = (*SMALL, T41, SHARED, "model.init=qwen", "model.arc_init=2.5,-0.4,0.096667")
+SCALE3_41 = (*MODEL_S3, "optim.lr=1e-2", *DATA, "model.init_scale=3")
 
 
 @dataclass(frozen=True)
@@ -81,6 +73,22 @@ class Setting:
     init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
     seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
+
+
+def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: str) -> tuple[Setting, ...]:
+    """A screen's member continued as three solo phases: 150k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 (batch 256),
+    50k cosine 1e-3 -> 0 without weight decay (batch 256): adder-62-phases' stages after its first, without its 30k
+    at 3e-4."""
+    run = (*model, *DATA)
+    return (Setting(f"{stem}-cosine", f"{why}, continued 150k cosine steps from lr 1e-2 to 1e-3",
+                    (*run, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1"), steps=150_000,
+                    init_from=member, seed=seed),
+            Setting(f"{stem}-1e-3", f"{stem}-cosine, 50k steps at lr 1e-3 (batch 256)",
+                    (*run, "optim.lr=1e-3", "train.batch_size=256"), steps=50_000, init_from=f"{stem}-cosine",
+                    seed=seed),
+            Setting(f"{stem}-nowd", f"{stem}-1e-3, 50k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
+                    (*run, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
+                     "train.batch_size=256"), steps=50_000, init_from=f"{stem}-1e-3", seed=seed))
 
 
 SEARCH = (
@@ -110,7 +118,7 @@ SEARCH = (
     Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), phased="adder-62-phases", seed=2),
     Setting("62-start-seeds", "adder-62-phases' start (V = K, O = Q^T, arc embedding from the open arc, N(0, 0.02)) "
             "at 4 seeds, 30k steps at a constant lr 1e-2 (its phase 1's first 30k of 200k are within 5 % of it): how "
-            "often the recipe's start leaves the marginals-only plateau", START_62, steps=30_000),
+            "often the recipe's start leaves the plateau near 2.27 nats", START_62, steps=30_000),
     Setting("41-start-seeds", "62-start-seeds with the sub-50 entries' ties (V = Q, K = Q turned, O = Q^T, the "
             "RMSNorms one scale, the QK-norms another): 41 parameters, 4 seeds, 30k steps at lr 1e-2", START_41,
             steps=30_000),
@@ -120,9 +128,9 @@ SEARCH = (
     Setting("41-start-scale3", "41-start-seeds from every initial parameter times 3 (model.init_scale; the arc from "
             "the same open arc, amplitude 7.5): sharper attention from the start (QK-norm scales 3)", SCALE3_41,
             steps=30_000),
-    *continued(SCALE3_41[:7], "41-start-scale3/member_000", 0, "41s3-m0",
+    *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
                "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
-    *continued(START_36[:8], "36-start-angle/member_003", 3, "36-m3",
+    *continued(MODEL_36, "36-start-angle/member_003", 3, "36-m3",
                "36-start-angle's lowest-loss member (lr 1e-2, seed 3, train loss 1.65 at 30k)"),
     Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
@@ -252,8 +260,9 @@ def results_md(summary: dict) -> str:
              "random.Random(2025)). *Exact match* below is the share of this project's 2,000 held-out pairs decoded "
              "whole (autoregressive, 11 digits); a run at >= "
              f"{EXPORT_AT:.2f} there is exported and scored on the verifier's cases. *Loss* is the final training "
-             "loss (nats per answer digit): on 10-digit operands a run that only learned each digit's marginal "
-             "sits near 2.27, one that left that plateau below it.", "",
+             "loss in nats per answer digit. On 10-digit operands a uniform guess at every digit costs "
+             f"{UNIFORM:.2f} and each digit's marginal (the eleventh, the carry out, is 0 or 1) {MARGINALS:.2f}; "
+             "runs that learned nothing of the sum stop near 2.27, between the two.", "",
              "| setting | unique params | steps | seed: exact match (lr, loss) | runs at >= 0.99 "
              "| wall (min, shared) |",
              "|---|---|---|---|---|---|"]
@@ -319,7 +328,7 @@ def study(args) -> int:
     return write_bundle(summary, args.out)
 
 
-def main(argv=None) -> int:
+def parser() -> OneLineParser:
     ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=Path("runs/adder"), help="where the settings train (runs/adder)")
     ap.add_argument("--out", type=Path, default=Path("runs/adderboard"),
@@ -332,7 +341,11 @@ def main(argv=None) -> int:
     ap.add_argument("--bundle", type=Path, default=None,
                     help="regenerate BUNDLE's results.md from its summaries/search.json alone")
     ap.add_argument("--check", action="store_true", help="with --bundle: exit 1 when results.md differs")
-    return one_line_errors(study, ap.parse_args(argv))
+    return ap
+
+
+def main(argv=None) -> int:
+    return one_line_errors(study, parser().parse_args(argv))
 
 
 if __name__ == "__main__":
