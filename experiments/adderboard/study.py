@@ -37,14 +37,14 @@ QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
 EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
 BASE = ("model.init=torch", "task.n_train=300000")
-TIED_62 = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc", "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)",
-           "optim.weight_decay=0")
-
-
 SMALL = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc")  # one head of size 4 on d 3, SwiGLU 2, the arc
+TIES_62 = "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)"  # V = K, O = Q^T
+TIED_62 = (*SMALL, TIES_62, "optim.weight_decay=0")
+
+
 FROM_ARC = ("model.init=qwen", "model.arc_init=2.5,-1.2,0.29")  # every matrix N(0, 0.02), the open arc
 DATA = ("task.n_train=2000000", "train.chunk=5000", "train.eval_every=5000")
-START_62 = (*SMALL, "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)", *FROM_ARC, "optim.lr=1e-2", *DATA)
+START_62 = (*SMALL, TIES_62, *FROM_ARC, "optim.lr=1e-2", *DATA)
 # The board's sub-50 entries' ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py): V = Q, K = Q
 # turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the RMSNorms one scale
 # and the QK-norms another: 41 parameters; down = up turned, then transposed: 36
