@@ -110,7 +110,7 @@ paper: $(STAMP)  ## the paper's six runs at full scale (GPU; SEEDS=N more seeds 
 paper-cpu: $(STAMP)  ## the same pipeline at CPU scale (miiii-cpu's recipe: p = 53, d 96, 25k steps; every seed recorded; results.md's provenance says how long) into runs/paper-cpu[-original]/; `make results` rewrites the committed bundles
 	$(BIN)/python -m experiments.paper --smoke --seeds $(SEEDS) --variant $(VARIANT) $(ARGS)
 
-PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original
+PAPER_BUNDLES := results/paper-cpu results/paper-cpu-original results/paper results/paper-original
 report: $(STAMP)  ## regenerate every bundle's tables from its committed records (results.md, the book's tables; seconds, no training)
 	$(BIN)/python -m experiments.paper.report $(PAPER_BUNDLES)
 	$(BIN)/python -m experiments.book.bundle results/book --figures

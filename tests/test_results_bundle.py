@@ -36,6 +36,23 @@ def assert_provenance(text: str, keys: tuple[str, ...]) -> None:
         assert f"| {key} |" in text
 
 
+@pytest.mark.parametrize("name", ["paper", "paper-original"])
+def test_the_full_scale_bundles_regenerate_and_say_their_seeds_and_device(name):
+    """The paper at p = 113 (a GPU run, committed with fewer seeds than the CPU bundles): results.md is what its
+    summaries give, every row has a verdict, and its provenance names the commit, the device and the seeds it holds,
+    which the README's generated line counts."""
+    path = ROOT / "results" / name / "results.md"
+    text = path.read_text()
+    assert regenerate(path.parent) == text, f"python -m experiments.paper.report {path.parent}"
+    ms, _ = load_summaries(path.parent)
+    assert ms and all(m["run"]["p"] == 113 for v in ms.values() for m in v)
+    assert f"| seeds | {min(len(v) for v in ms.values())} per role:" in text
+    for row in claim_rows(text):
+        assert re.sub(r"\*\*(.*?)\*\*.*", r"\1", row[-1]) in VERDICTS, row
+    assert_provenance(text, ("date", "device", "jax", "precision", "seeds", "wall time"))
+    assert list(path.parent.glob("figures/*.png"))
+
+
 @pytest.mark.parametrize("path", BUNDLES, ids=lambda p: p.parent.name)
 def test_paper_bundle_regenerates_from_its_summaries_and_names_its_commit(path):
     """results.md is exactly what its committed summaries give (`python -m experiments.paper.report`): no verdict,

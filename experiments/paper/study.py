@@ -13,7 +13,8 @@ results.md's provenance table records its training and report wall time, the mac
 figure for that bundle.
 
 Expected result: results.md, each claim judged as written over the seeds (results/paper-cpu/results.md and
-results/paper-cpu-original/results.md are the committed CPU-scale ones; no full-scale bundle is committed yet).
+results/paper-cpu-original/results.md are the committed CPU-scale ones; results/paper/ and results/paper-original/
+the full-scale ones, from the miiii role's first seed on an H200 so far).
 `python -m experiments.paper.report BUNDLE` regenerates a results.md from the bundle's summaries/ without the runs.
 """
 
