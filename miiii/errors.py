@@ -23,12 +23,16 @@ class RunError(RuntimeError):
 
 def one_line_errors(fn, *args) -> int:
     """`fn(*args)`'s exit status, with the CLI's standard for a study script: bad input (ConfigError) is one
-    `error:` line and status 2, a failed write (RunError) one line and status 1."""
+    `error:` line and status 2, a failed write (RunError) one line and status 1, a Ctrl-C or SIGTERM (a run stopped
+    at a checkpoint: its message says where) one line and status 130, as `python -m miiii train` ends."""
     try:
         return fn(*args)
     except (ConfigError, RunError) as e:
         print(f"error: {shown(e, 4000)}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
+    except KeyboardInterrupt as e:
+        print(shown(e, 4000) or "interrupted", file=sys.stderr)
+        return 130
 
 
 def shown(value, limit: int = 80) -> str:

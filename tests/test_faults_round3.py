@@ -284,3 +284,19 @@ def test_a_resume_refuses_an_npy_whose_header_was_edited(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path / "run"), "--no-progress"]) == 2
     _one_error(capsys, "header")
     assert tree_digest(tmp_path / "run") == before
+
+
+def test_a_study_stopped_by_ctrl_c_or_sigterm_ends_in_one_line_and_status_130(tmp_path, monkeypatch, capsys):
+    """A study's run stopped at a checkpoint (Ctrl-C, or the SIGTERM a batch system sends) ends as `train` does: the
+    run's own line (where the checkpoint is), status 130, no traceback."""
+    from experiments.paper import study
+    from miiii.session import Interrupted
+
+    def stopped(role, cfg, run_dir, reuse, progress):
+        raise Interrupted(f"interrupted: checkpoint at step 8 of 20 written to {run_dir}")
+
+    monkeypatch.setattr(study, "train_role", stopped)
+    out = tmp_path / "b"  # --reuse: no timed plan segment first
+    rc = study.main(["--smoke", "--roles", "miiii", "--steps", "20", "--out", str(out), "--reuse", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and err == [f"interrupted: checkpoint at step 8 of 20 written to {out / 'runs' / 'miiii'}"]
