@@ -12,6 +12,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import jax
 import pytest
 from _runhelp import ROOT, SLOW, tree_digest
 
@@ -33,10 +34,12 @@ def fake_smi(folder: Path, driver: str | None, name: str = H100) -> Path:
 
 
 def env_with(folder: Path | None, **extra) -> dict:
+    """The environment of a CLI process on a simulated box: CUDA_VISIBLE_DEVICES empty, so that JAX falls back to the
+    CPU there as it does on a box without the CUDA build, also where this suite runs on a real GPU."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
     if folder is not None:
         env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
-    return env | {"PYTHONPATH": str(ROOT), **extra}
+    return env | {"PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", **extra}
 
 
 def run(args: list[str], env: dict, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -162,11 +165,16 @@ def test_a_machine_without_nvidia_smi_sees_no_change(monkeypatch):
 # ---------------------------------------------------------------- doctor
 
 
+ON_CPU = pytest.mark.skipif(jax.default_backend() != "cpu", reason="simulates a box whose JAX runs on the CPU, in "
+                            "this process: here it runs on a GPU (the CLI tests simulate it in a subprocess instead)")
+
+
 def _well(monkeypatch):
     monkeypatch.setattr(doctor, "TESTED", {k: version(k) for k in doctor.TESTED})
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
 
 
+@ON_CPU
 def test_doctor_reports_and_exits_0_when_all_is_well(monkeypatch, capsys):
     _well(monkeypatch)
     monkeypatch.setattr(gpu.shutil, "which", lambda name: None)
@@ -178,6 +186,7 @@ def test_doctor_reports_and_exits_0_when_all_is_well(monkeypatch, capsys):
     assert out.rstrip().endswith("all is well")
 
 
+@ON_CPU
 def test_doctor_exits_1_naming_a_cpu_backend_on_a_gpu_box_and_both_plugins(tmp_path, monkeypatch, capsys):
     _well(monkeypatch)
     monkeypatch.setenv("PATH", f"{fake_smi(tmp_path, '550.54.15')}{os.pathsep}{os.environ['PATH']}")
