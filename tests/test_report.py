@@ -2,6 +2,7 @@
 (Fig. 8's ticks, Table 3's count) checked against literal transcriptions of that code."""
 
 import inspect
+import json
 import math
 
 import numpy as np
@@ -407,3 +408,15 @@ def test_no_does_not_hold_rests_on_a_seed_whose_model_did_not_learn(bundle):
         for s in seeds:
             if R.not_learned(claim, s):
                 assert R.judge_seed(claim, claim.read(s), s).holds is None, (bundle, claim.key)
+
+
+def test_a_resumed_run_s_time_says_it_counts_from_the_resume():
+    """summary.json's wall_s times a resumed run's last segment only: the runs table says from which step, also for
+    summaries written before the measures kept the step (read from the file's own summary)."""
+    from experiments.paper.report import wall_cell
+
+    assert wall_cell({"wall_s": 116.4, "resumed_from": 38912}) == "116.40 (steps 38,912 on: resumed)"
+    assert wall_cell({"wall_s": 116.4, "resumed_from": None}) == "116.40"
+    ms, _ = load_summaries(ROOT / "results" / "paper")
+    raw = json.loads((ROOT / "results" / "paper" / "summaries" / "miiii-0.json").read_text())
+    assert ms["miiii"][0]["run"]["resumed_from"] == raw["summary"]["resumed_from"] > 0

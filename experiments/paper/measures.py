@@ -139,7 +139,8 @@ def run_measures(run: Run) -> dict:
                 "d_model": c.model.d_model, "steps": c.train.steps, "dropout": c.model.dropout,
                 "lamb": c.optim.lamb if c.optim.grokfast != "none" else 0.0, "init": c.model.init,
                 "ema_init": c.optim.ema_init, "digit_order": c.task.digit_order,
-                "precision": s.get("precision", c.train.precision), "wall_s": s.get("wall_s")},
+                "precision": s.get("precision", c.train.precision), "wall_s": s.get("wall_s"),
+                "resumed_from": s.get("resumed_from")},  # wall_s counts from here: the resumed segment alone
         "task_names": [str(n) for n in run.metrics["task_names"]],
         "grok_step": [g for g in A.grok_steps(run.metrics["step"], run.metrics["valid_acc"])],
         "final_acc": {"valid": final_acc(run).tolist(), "train": final_acc(run, "train").tolist()},

@@ -153,8 +153,14 @@ def results_markdown(ms: dict[str, list[dict]], title: str, notes: str = "", pro
         lines.append(f"| {role} | {', '.join(str(m['run']['seed']) for m in seeds)} | {where} | {c['task']} "
                      f"{c['variant']} | {c['p']} | {c['d_model']} | {c['lamb']:g} | {c['steps']} | {c['init']}, "
                      f"{c['ema_init']}, {'x1 (high)' if c['digit_order'] == 'high' else 'x0 (low)'} | "
-                     f"{c['precision']} | {fmt(c['wall_s'])} | {grokked} |")
+                     f"{c['precision']} | {wall_cell(c)} | {grokked} |")
     return "\n".join(lines) + "\n"
+
+
+def wall_cell(run: dict) -> str:
+    """The first seed's training time; a resumed run's summary times the steps after its resume only, said so."""
+    at = run.get("resumed_from")
+    return fmt(run["wall_s"]) + (f" (steps {at:,} on: resumed)" if at else "")
 
 
 # ---------------------------------------------------------------- the bundle's files
@@ -192,7 +198,10 @@ def load_summaries(bundle: str | Path) -> tuple[dict[str, list[dict]], dict]:
     for role in report["roles"]:
         files = sorted(out.glob(f"{role}-*.json"), key=lambda f: int(f.stem.rsplit("-", 1)[1]))
         files = [f for f in files if re.fullmatch(rf"{re.escape(role)}-\d+", f.stem)]
-        ms[role] = [json.loads(f.read_text())["measures"] for f in files]
+        ms[role] = [json.loads(f.read_text()) for f in files]
+        for d in ms[role]:  # summaries written before measures kept it: the run's summary.json has it
+            d["measures"]["run"].setdefault("resumed_from", d.get("summary", {}).get("resumed_from"))
+        ms[role] = [d["measures"] for d in ms[role]]
     return ms, report
 
 
