@@ -237,31 +237,33 @@ def miiii_cpu_sentence(root: Path = ROOT) -> str:
                                   f"{preset.task.p}: {text}.", paper_gpu_sentence(root), CPU_END])
 
 
-PAPER_GPU = (("results/paper", "this codebase's definitions"),
-             ("results/paper-original", "the original code's choices"))
+PAPER_GPU = (("results/paper", "this codebase's"), ("results/paper-original", "the original code's"))
 
 
 def paper_gpu_sentence(root: Path = ROOT) -> str:
-    """The README's line on the paper at its own scale, read from the full-scale bundles' miiii summaries."""
-    parts, seen = [], []
+    """The README's line on the paper at its own scale: per full-scale bundle, from its miiii runs' measures (as its
+    results.md reads them), how many tasks grokked (first step at >= 0.99 validation accuracy) and how many end there,
+    per seed; the device from its provenance."""
+    parts, where, scale = [], set(), set()
     for bundle, label in PAPER_GPU:
-        runs = [json.loads(f.read_text()) for f in sorted((root / bundle / "summaries").glob("miiii-*.json"))]
-        if not runs:
+        if not (root / bundle / "summaries").is_dir():
             continue
-        s = runs[0]["summary"]
-        seen.append((bundle, s))
-        grokked = [sum(v is not None for v in r["summary"]["grok_step"].values()) for r in runs]
-        steps = sorted(v for v in s["grok_step"].values() if v is not None)
-        parts.append(f"{'/'.join(map(str, grokked))} of {len(s['task_names'])} tasks grokked under {label} "
-                     f"([{bundle}/results.md]({bundle}/results.md); seed 0's grok steps {steps[0]:,} to "
-                     f"{steps[-1]:,})")
-    if not seen:
-        return "the paper's own scale (p = 113) has no committed bundle yet"
-    devices = sorted({s["device"] for _, s in seen})
-    n = {len(list((root / b / "summaries").glob("miiii-*.json"))) for b, _ in seen}
-    return (f"At the paper's own scale (`make paper`: p = 113, {seen[0][1]['steps']:,} steps, on an "
-            f"{' and '.join(devices)}; {' or '.join(map(str, sorted(n)))} seed{'s' * (max(n) > 1)} so far): "
-            + "; ".join(parts) + ".")
+        ms, report = load_summaries(root / bundle)
+        if "miiii" not in ms:
+            continue
+        where.add(f"{report['provenance']['device']}, jax {report['provenance']['jax']}")
+        seeds = ms["miiii"]
+        scale.add(f"p = {seeds[0]['run']['p']}, {seeds[0]['run']['steps']:,} steps")
+        n = len(seeds[0]["grok_step"])
+        grokked = ", ".join(str(sum(g is not None for g in m["grok_step"])) for m in seeds)
+        end = ", ".join(str(sum(a >= 0.99 for a in m["final_acc"]["valid"])) for m in seeds)
+        link = f"[{bundle}/results.md]({bundle}/results.md)"
+        parts.append(f"with {label} recipe, of {n} tasks {grokked} grokked and {end} end at ≥ 0.99 validation "
+                     f"accuracy ({len(seeds)} seed{'s' * (len(seeds) > 1)}; {link})")
+    if not parts:
+        return "The paper's own scale (p = 113) has no committed bundle yet."
+    return (f"At the paper's own scale ({' / '.join(sorted(scale))}; the miiii role of `make paper`, on "
+            f"{' and '.join(sorted(where))}): " + "; ".join(parts) + ".")
 
 
 def main(argv=None) -> int:

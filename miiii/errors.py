@@ -23,16 +23,21 @@ class RunError(RuntimeError):
 
 def one_line_errors(fn, *args) -> int:
     """`fn(*args)`'s exit status, with the CLI's standard for a study script: bad input (ConfigError) is one
-    `error:` line and status 2, a failed write (RunError) one line and status 1, a Ctrl-C or SIGTERM (a run stopped
-    at a checkpoint: its message says where) one line and status 130, as `python -m miiii train` ends."""
+    `error:` line and status 2, a failed write (RunError) one line and status 1, a run stopped by Ctrl-C or, while
+    it trains, SIGTERM (at a checkpoint: its message says where) one line and status 130, as `python -m miiii train`
+    ends."""
     try:
-        return fn(*args)
+        rc = fn(*args)
     except (ConfigError, RunError) as e:
         print(f"error: {shown(e, 4000)}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
     except KeyboardInterrupt as e:
         print(shown(e, 4000) or "interrupted", file=sys.stderr)
         return 130
+    if rc == 0 and interrupt_pending():  # a Ctrl-C swallowed after the last safe point (as the CLI's commands)
+        print("interrupted", file=sys.stderr)
+        return 130
+    return rc
 
 
 def shown(value, limit: int = 80) -> str:

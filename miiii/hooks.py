@@ -65,12 +65,13 @@ class HookedModel:
     n_out: int  # readout "last": logit rows (tasks); "all": 1
     d_out: int  # classes (the widest task) or the vocabulary (book)
     buckets: tuple = ()  # readout "last": (start, stop, width) slot ranges; logits past a range's width are 0
+    precision: str = "highest"  # the run's train.precision: on a GPU, JAX's default (TF32) is not what it trained at
 
     @classmethod
     def of(cls, cfg: RunConfig, task) -> HookedModel:
         refuse_small_decoder(cfg.model, "hook points")
         m = build_model(cfg.model, task)
-        return cls(cfg.model, m.d_vocab, m.n_ctx, m.n_out, m.d_out, tuple(m.unembed_buckets or ()))
+        return cls(cfg.model, m.d_vocab, m.n_ctx, m.n_out, m.d_out, tuple(m.unembed_buckets or ()), cfg.train.precision)
 
     # ------------------------------------------------------------ names
 
@@ -97,7 +98,12 @@ class HookedModel:
     # ------------------------------------------------------------ the forward pass
 
     def forward(self, params, tokens, hook: Callable[[str, jax.Array], jax.Array] | None = None) -> jax.Array:
-        """The textbook forward pass (eval mode): tokens (b, t) int -> logits; `hook(name, value)` at every point."""
+        """The textbook forward pass (eval mode): tokens (b, t) int -> logits; `hook(name, value)` at every point.
+        Its matmuls at the run's precision, as the trainer's (train.with_precision)."""
+        with jax.default_matmul_precision(self.precision):
+            return self._forward(params, tokens, hook)
+
+    def _forward(self, params, tokens, hook) -> jax.Array:
         c = self.cfg
         h_ = hook or (lambda name, v: v)
         tokens = jnp.asarray(tokens)

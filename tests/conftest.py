@@ -14,12 +14,13 @@ without. The tests check what the code computes, not how fast (`make bench` keep
 
 import os
 
+from miiii.gpu import visible_gpus  # no jax import
+
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before jax is imported, here and in subprocesses
-# For a GPU, both no-ops on a CPU and exported as the line above: true float32 matmuls outside the trainer too (the
-# comparisons with numpy hold float32 tolerances; JAX's GPU default, TF32, keeps 10 mantissa bits), and XLA's
-# deterministic scatters and reductions (the bit-identical resume tests; a GPU's atomics add in any order).
-os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
-if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+# Where nvidia-smi lists a GPU, XLA's deterministic scatters and reductions, exported as the line above: the
+# bit-identical resume tests (a GPU's atomic adds come in any order). Only there: XLA_FLAGS is part of the compile
+# cache's key, and a CPU-only machine keeps sharing its compiled programs with `make train`.
+if visible_gpus() and "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_gpu_deterministic_ops=true".strip()
 
 import jax

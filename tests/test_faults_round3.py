@@ -286,9 +286,9 @@ def test_a_resume_refuses_an_npy_whose_header_was_edited(tmp_path, capsys):
     assert tree_digest(tmp_path / "run") == before
 
 
-def test_a_study_stopped_by_ctrl_c_or_sigterm_ends_in_one_line_and_status_130(tmp_path, monkeypatch, capsys):
-    """A study's run stopped at a checkpoint (Ctrl-C, or the SIGTERM a batch system sends) ends as `train` does: the
-    run's own line (where the checkpoint is), status 130, no traceback."""
+def test_a_study_whose_run_is_stopped_ends_in_its_one_line_and_status_130(tmp_path, monkeypatch, capsys):
+    """A study's run stopped at a checkpoint ends as `train` does: the run's own line (where the checkpoint is),
+    status 130, no traceback. The trainer's Interrupted (what its Ctrl-C and SIGTERM handler raises) is simulated."""
     from experiments.paper import study
     from miiii.session import Interrupted
 
@@ -300,3 +300,14 @@ def test_a_study_stopped_by_ctrl_c_or_sigterm_ends_in_one_line_and_status_130(tm
     rc = study.main(["--smoke", "--roles", "miiii", "--steps", "20", "--out", str(out), "--reuse", "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 130 and err == [f"interrupted: checkpoint at step 8 of 20 written to {out / 'runs' / 'miiii'}"]
+
+
+def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(monkeypatch, capsys):
+    """As the CLI's commands: a study that returns 0 while a Ctrl-C waits (remembered where it could not be raised)
+    was stopped, and says so."""
+    from miiii import errors
+
+    monkeypatch.setattr(errors, "interrupt_pending", lambda: True)
+    assert errors.one_line_errors(lambda: 0) == 130 and capsys.readouterr().err.strip() == "interrupted"
+    monkeypatch.setattr(errors, "interrupt_pending", lambda: False)
+    assert errors.one_line_errors(lambda: 0) == 0 and errors.one_line_errors(lambda: 3) == 3

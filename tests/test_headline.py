@@ -95,3 +95,29 @@ def test_a_quotation_keeps_its_marks_when_words_follow_it():
     assert headline.short("“Whole sentence.”") == "Whole sentence."
     assert headline.short("“Quoted.” (on addition-97)") == "“Quoted.” (on addition-97)"
     assert headline.short("label: “Quoted.” (ch. 3)") == "label: “Quoted.” (ch. 3)"
+
+
+def test_the_full_scale_line_counts_each_seed_and_survives_a_run_that_learned_nothing(tmp_path):
+    """The README's line on the paper at p = 113 reads each seed of each full-scale bundle: grokked (first step at
+    >= 0.99) and ending at >= 0.99 counted apart, seeds in numeric order (10 after 2), a seed with no grokked task
+    counted as 0, the devices named; no bundle at all says so."""
+    import json
+
+    from experiments.headline import PAPER_GPU, paper_gpu_sentence
+
+    assert paper_gpu_sentence(tmp_path) == "The paper's own scale (p = 113) has no committed bundle yet."
+    out = tmp_path / PAPER_GPU[0][0] / "summaries"
+    out.mkdir(parents=True)
+    prov = {"device": "NVIDIA H100 (gpu)", "jax": "0.10.2"}
+    (out / "report.json").write_text(json.dumps({"roles": ["miiii"], "provenance": prov}))
+    seeds = {0: ([5, 9, None], [1.0, 0.98, 0.5]), 2: ([None, None, None], [0.1, 0.2, 0.3]),
+             10: ([5, 7, 8], [1.0, 1.0, 0.995])}
+    for k, (grok, final) in seeds.items():
+        run = {"p": 113, "steps": 65536, "seed": k}
+        (out / f"miiii-{k}.json").write_text(json.dumps({"measures": {"run": run, "grok_step": grok,
+                                                                      "final_acc": {"valid": final}}}))
+    line = paper_gpu_sentence(tmp_path)
+    assert "of 3 tasks 2, 0, 3 grokked and 1, 0, 3 end at ≥ 0.99 validation accuracy (3 seeds;" in line, line
+    assert line.startswith("At the paper's own scale (p = 113, 65,536 steps;")
+    assert "on NVIDIA H100 (gpu), jax 0.10.2)" in line
+    assert PAPER_GPU[1][0] not in line  # the bundle that is not there

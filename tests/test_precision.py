@@ -46,3 +46,19 @@ def test_precision_changes_nothing_on_cpu_and_is_recorded(tmp_path):
         assert summary["backend"] == "cpu" and summary["device"]
         out[p] = np.load(tmp_path / p / "metrics.npz")["train_loss"]
     np.testing.assert_array_equal(out["highest"], out["default"])
+
+
+@pytest.mark.parametrize("precision,hlo", [("highest", "HIGHEST"), ("default", "DEFAULT")])
+def test_the_hooked_forward_runs_at_the_run_s_precision(precision, hlo):
+    """Analyses (hooks, caches, interventions, the paper's measures) run the textbook forward: at the precision the
+    run trained at, not JAX's default (TF32 on a GPU)."""
+    from miiii.hooks import HookedModel
+    from miiii.tasks import make_task
+
+    cfg = apply_overrides(get_preset("miiii-tiny"), [f"train.precision={precision}"])
+    task = make_task(cfg.task)
+    model = HookedModel.of(cfg, task)
+    params = make_trainer(cfg, task).init(0).params
+    text = jax.jit(model.forward).lower(params, task.valid.x[:2]).as_text()
+    dots = [line for line in text.splitlines() if "dot_general" in line]
+    assert len(dots) >= 5 and all(f"precision = [{hlo}, {hlo}]" in d for d in dots), dots[:2]

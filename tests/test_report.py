@@ -420,3 +420,6 @@ def test_a_resumed_run_s_time_says_it_counts_from_the_resume():
     ms, _ = load_summaries(ROOT / "results" / "paper")
     raw = json.loads((ROOT / "results" / "paper" / "summaries" / "miiii-0.json").read_text())
     assert ms["miiii"][0]["run"]["resumed_from"] == raw["summary"]["resumed_from"] > 0
+    from experiments.paper.report import regenerate
+
+    assert "in all (1 of them resumed: timed from the resume" in regenerate(ROOT / "results" / "paper")

@@ -294,15 +294,13 @@ def study(args) -> int:
     paths = draw_all([r.path for r in first.values()], out / "figures")
     wall = time.perf_counter() - t0
     every = [r for rs in runs.values() for r in rs]
-    run_s = sum(r.summary.get("wall_s", 0.0) for r in every)  # each run's own training loop, wherever it ran
-    resumed = sum(bool(r.summary.get("resumed_from")) for r in every)  # their wall_s: the steps after the resume
+    run_s = sum(r.summary.get("wall_s", 0.0) for r in every)  # each run's own training loop (report.py: resumes)
     notes = (f"Scale: {'CPU smoke (--smoke)' if args.smoke else 'paper recipe'}. Figures are drawn from each role's "
              f"first (recorded) seed: {len(paths) // 2} figures (PNG + PDF) in `{out / 'figures'}`.")
     prov = head | {
         "wall time": f"{wall / 60:.1f} min ({t_train / 60:.1f} min training{', reused runs' if args.reuse else ''}, "
                      f"{(wall - t_train) / 60:.1f} min figures); the {len(every)} runs' own training loops took "
-                     f"{run_s / 60:.1f} min in all" + (f" ({resumed} resumed, timed from their resume)" if resumed
-                                                        else ""),
+                     f"{run_s / 60:.1f} min in all",
         "host": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
     path = write_results(runs, out, notes=notes, provenance=prov)
     print(path.read_text())
