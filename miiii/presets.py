@@ -345,6 +345,15 @@ PHASED["adder-62-phases"] = (
       "train.batch_size=256", "train.steps=50000")),
 )
 
+# 52 parameters: adder-62-phases with the RMSNorms one scale and the QK-norms another (the sub-50 entries' sharing,
+# without their K = Q turned and V = Q), at seed 4, the seed of experiments/adderboard's 52-start-seeds screen that
+# left the plateau first (train loss 0.96 at 5k steps).
+PHASED["adder-52-phases"] = (
+    "AdderBoard: 52 parameters (adder-62-phases' model with its norms shared: ln1 = ln2 = ln_final, q_norm = k_norm), "
+    "its four stages, seed 4",
+    tuple((*sets, "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm", "train.seed=4")
+          for sets in PHASED["adder-62-phases"][1]),
+)
 
 # The sub-60 recipe of the board's 58- and 55-parameter trained entries (tbukic/M10S-Transformer's training paths:
 # a long cosine phase from lr 1e-2 to 1e-3 with weight decay 0.01, then a grokfast-EMA phase from 1e-3 to 1e-4; 290k

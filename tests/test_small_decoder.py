@@ -104,6 +104,16 @@ def test_the_62_parameter_phases_are_the_entrys_four_stages():
     np.testing.assert_allclose(ends, [(1e-2, 1e-3), (1e-3, 1e-3), (3e-4, 3e-4), (1e-3, 0.0)], rtol=1e-5, atol=1e-12)
 
 
+def test_the_52_parameter_phases_are_the_62s_with_its_norms_shared():
+    """adder-52-phases: the 62's stages and model with ln1 = ln2 = ln_final and q_norm = k_norm, at seed 4; by hand
+    62 - (3 RMSNorm scales of 3 -> one: 6) - (2 QK-norm scales of 4 -> one: 4) = 52 in every phase."""
+    from miiii.presets import phase_configs
+
+    p62, p52 = phase_configs("adder-62-phases"), phase_configs("adder-52-phases")
+    assert [_count(validate(c)) for c in p52] == [62 - 6 - 4] * 4
+    assert [apply_overrides(a, [GROUPS, "train.seed=4"]) for a in p62] == p52
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 

@@ -128,6 +128,14 @@ SEARCH = (
     Setting("41-start-scale3", "41-start-seeds from every initial parameter times 3 (model.init_scale; the arc from "
             "the same open arc, amplitude 7.5): sharper attention from the start (QK-norm scales 3)", SCALE3_41,
             steps=30_000),
+    Setting("52-start-seeds", "62-start-seeds with the RMSNorms one scale and the QK-norms another (SHARED): 52 "
+            "parameters, the 62's ties otherwise, 8 seeds, 30k steps at lr 1e-2", (*START_62, SHARED), steps=30_000,
+            seeds=8),
+    Setting("preset-52-phases", "the preset adder-52-phases from its seed: adder-62-phases with the norms shared "
+            "(52 parameters) at seed 4, 52-start-seeds' member that left the plateau first", (),
+            phased="adder-52-phases"),
+    Setting("41-start-scale3-4to11", "41-start-scale3 at the next 8 seeds (4 to 11)", (*SCALE3_41, "train.seed=4"),
+            steps=30_000, seeds=8),
     *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
                "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
     *continued(MODEL_36, "36-start-angle/member_003", 3, "36-m3",
