@@ -28,6 +28,7 @@ from pathlib import Path
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
+from miiii.presets import SHARED_NORMS
 
 # the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
 # marginal: the ten sum digits uniform, the eleventh (the carry out) 0 or 1 about evenly
@@ -50,7 +51,7 @@ START_62 = (*SMALL, TIES_62, *FROM_ARC, "optim.lr=1e-2", *DATA)
 # and the QK-norms another: 41 parameters; down = up turned, then transposed: 36
 T41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"
 T36 = T41 + ",mlp.W_out=Trot(mlp.W_in)"
-SHARED = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
+SHARED = SHARED_NORMS
 START_41 = (*SMALL, T41, SHARED, *FROM_ARC, "optim.lr=1e-2", *DATA)
 # 36 parameters, every turned tie starting at 0.1 as the entry's; the lr a grid
 MODEL_36 = (*SMALL, T36, SHARED, "model.tie_angle=0.1", *FROM_ARC)
@@ -134,6 +135,12 @@ SEARCH = (
     Setting("preset-52-phases", "the preset adder-52-phases from its seed: adder-62-phases with the norms shared "
             "(52 parameters) at seed 4, 52-start-seeds' member that left the plateau first", (),
             phased="adder-52-phases"),
+    Setting("41-start-angle1", "41-start-seeds with K = Q turned from the angle 1 (model.tie_angle; 0 is K = Q at "
+            "the start), 8 seeds, 30k steps at lr 1e-2: is it the tie's start that holds the 41 on the plateau?",
+            (*START_41, "model.tie_angle=1.0"), steps=30_000, seeds=8),
+    Setting("41-start-kscale", "41-start-seeds with K = a Q (scale, the 58's tie) in place of K = Q turned: 41 "
+            "parameters, 8 seeds, 30k steps at lr 1e-2", (*SMALL, T41.replace("rot(", "scale("), SHARED, *FROM_ARC,
+                                                           "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
     Setting("41-start-scale3-4to11", "41-start-scale3 at the next 8 seeds (4 to 11)", (*SCALE3_41, "train.seed=4"),
             steps=30_000, seeds=8),
     *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
