@@ -17,6 +17,7 @@ from pathlib import Path
 
 from experiments.generated import write_or_check
 from experiments.paper.report import load_summaries
+from miiii.analysis import GROK_THRESHOLD
 from miiii.presets import ADDITION_ODDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,10 +257,10 @@ def paper_gpu_sentence(root: Path = ROOT) -> str:
         scale.add(f"p = {seeds[0]['run']['p']}, {seeds[0]['run']['steps']:,} steps")
         n = len(seeds[0]["grok_step"])
         grokked = ", ".join(str(sum(g is not None for g in m["grok_step"])) for m in seeds)
-        end = ", ".join(str(sum(a >= 0.99 for a in m["final_acc"]["valid"])) for m in seeds)
+        end = ", ".join(str(sum(a >= GROK_THRESHOLD for a in m["final_acc"]["valid"])) for m in seeds)
         link = f"[{bundle}/results.md]({bundle}/results.md)"
-        parts.append(f"with {label} recipe, of {n} tasks {grokked} grokked and {end} end at ≥ 0.99 validation "
-                     f"accuracy ({len(seeds)} seed{'s' * (len(seeds) > 1)}; {link})")
+        parts.append(f"with {label} recipe, of {n} tasks {grokked} grokked and {end} end at ≥ {GROK_THRESHOLD} "
+                     f"validation accuracy ({len(seeds)} seed{'s' * (len(seeds) > 1)}; {link})")
     if not parts:
         return "The paper's own scale (p = 113) has no committed bundle yet."
     return (f"At the paper's own scale ({' / '.join(sorted(scale))}; the miiii role of `make paper`, on "
