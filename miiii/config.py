@@ -57,13 +57,15 @@ class ModelConfig:
     arc_init: tuple[float, ...] = ()
     norm_eps: float = 1e-5  # of every norm (the book's LayerNorm: 1e-5; Qwen3's RMSNorm: 1e-6)
     # Weight tying inside a block, each "FOLLOWER=MASTER" or "FOLLOWER=F(MASTER)" with F one of T (transpose),
-    # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rotT (rot of T), Trot (T
-    # of rot: the master's last axis turned, then transposed; tbukic's rotated transpose of up, as down): e.g.
+    # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rot1 (the first plane
+    # of the halves alone turned: with rotary positions, their fastest plane; tbukic's 41-parameter K = Q with Q turned
+    # there), rotT (rot of T), Trot (T of rot: the master's last axis turned, then transposed; tbukic's rotated
+    # transpose of up, as down): e.g.
     # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
     # and the unique count (count_params) holds the master once and each transform's one scalar.
     ties: tuple[str, ...] = ()
-    # every rot, rotT and Trot tie's initial angle (tbukic's entries start theirs at 0.1); model.init_scale multiplies
-    # it too, as every initial parameter
+    # every turned tie's initial angle (tbukic's entries start theirs at 0.1, his 41's at -0.5); model.init_scale
+    # multiplies it too, as every initial parameter
     tie_angle: float = 0.0
     # Norms shared by name: each group "ln1+ln2+ln_final" (names in NORM_NAMES; every block's) is one learned scale
     # (and LayerNorm's bias) that all its norms use, counted once; the norms of a group must have one size and kind
@@ -103,8 +105,8 @@ def parse_norm_groups(groups: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-TURNED = ("rot", "rotT", "Trot")  # the ties that turn by a learned angle (model.tie_angle starts it)
-TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot|rotT|Trot)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
+TURNED = ("rot", "rot1", "rotT", "Trot")  # the ties that turn by a learned angle (model.tie_angle starts it)
+TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot1|rot|rotT|Trot)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
 TIED_WEIGHTS = {"attn": ("W_Q", "W_K", "W_V", "W_O"), "mlp": ("W_in", "W_out", "W_gate")}
 
 
@@ -121,7 +123,7 @@ def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
         if (not m or master_module != module or follower not in known or master not in known
                 or follower == master or (module, follower) in out):
             raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in T, "
-                             "scale, rot, rotT, Trot, "
+                             "scale, rot, rot1, rotT, Trot, "
                              f"both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
                              f"mlp: {', '.join(TIED_WEIGHTS['mlp'])}), each follower once")
         out[(module, follower)] = (transform, master)

@@ -86,8 +86,9 @@ def _untie(weights, ties, n_layers, norm_groups):
                 x = np.swapaxes(x, -1, -2)
             if transform == "scale":
                 x = weights[p + name + "_scale"] * x
-            if transform in ("rot", "rotT", "Trot"):
-                x = _turn(x, weights[p + name + "_angle"])
+            if transform in ("rot", "rot1", "rotT", "Trot"):
+                angle = weights[p + name + "_angle"]
+                x = _turn(x, angle * (np.arange(x.shape[-1] // 2) == 0) if transform == "rot1" else angle)
             if transform == "Trot":
                 x = np.swapaxes(x, -1, -2)
             weights[p + name] = x

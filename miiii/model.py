@@ -186,6 +186,8 @@ def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: l
                 raise ValueError(f"model.ties: {scope}.{name} = {transform}(...) turns pairs of the last axis, whose "
                                  f"size {x.shape[-1]} is odd")
             angle = module.param(f"{name}_angle", nn.initializers.constant(angle0), ())
+            if transform == "rot1":  # the first plane alone: the others turn by 0
+                angle = angle * (jnp.arange(x.shape[-1] // 2) == 0)
             x = turn_halves(x, jnp.cos(angle), jnp.sin(angle))
         if transform == "Trot":
             x = jnp.swapaxes(x, -1, -2)

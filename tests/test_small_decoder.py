@@ -180,7 +180,9 @@ def test_a_tied_model_is_the_untied_model_with_the_followers_set():
 
 def _reference_62(w, ids):
     """tbukic/M10S-Transformer's CircularArcQwen3 (tie_kv, tie_qo), its forward transcribed to numpy in its own
-    (torch) layouts: RoPE on interleaved pairs (x[::2], x[1::2]), v = k_proj(x) before k_norm, out = z @ q_proj."""
+    (torch) layouts: RoPE on interleaved pairs (x[::2], x[1::2]), v = k_proj(x) before k_norm, out = z @ q_proj.
+    With w["theta"] and no k_proj, its 41-parameter entry (experiments/sub50_sweep_obsolete.py, apply_k_rot_q):
+    k = v = q_proj(x), q = the same with its dims 0 and 1 turned by theta."""
     rms = lambda x, g: x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * g  # noqa: E731
     ang = w["arc"][1] + w["arc"][2] * np.arange(10)
     E = np.stack([w["arc"][0] * np.cos(ang), w["arc"][0] * np.sin(ang), np.zeros(10)], 1)
@@ -194,7 +196,12 @@ def _reference_62(w, ids):
 
     x = E[ids]
     h = rms(x, w["ln1"])
-    q, k, v = rope(rms(h @ w["q_proj"].T, w["q_norm"])), rope(rms(h @ w["k_proj"].T, w["k_norm"])), h @ w["k_proj"].T
+    k = v = h @ w.get("k_proj", w["q_proj"]).T
+    q = h @ w["q_proj"].T
+    if "theta" in w:
+        c, s = np.cos(w["theta"]), np.sin(w["theta"])
+        q = np.concatenate([q[:, :1] * c - q[:, 1:2] * s, q[:, :1] * s + q[:, 1:2] * c, q[:, 2:]], 1)
+    q, k = rope(rms(q, w["q_norm"])), rope(rms(k, w["k_norm"]))
     a = q @ k.T / 2.0 + np.triu(np.full((T, T), -np.inf), 1)
     a = np.exp(a - a.max(-1, keepdims=True))
     x = x + (a / a.sum(-1, keepdims=True)) @ v @ w["q_proj"]
@@ -222,6 +229,33 @@ def test_the_62_parameter_entry_is_this_family_with_its_weights_renamed():
                      "q_norm": {"scale": w["q_norm"][perm]}, "k_norm": {"scale": w["k_norm"][perm]}},
             "ln1": {"scale": w["ln1"]}, "ln2": {"scale": w["ln2"]},
             "mlp": {"W_gate": w["gate_proj"].T, "W_in": w["up_proj"].T, "W_out": w["down_proj"].T}}}
+        ours = jax.tree.map(lambda a: np.asarray(a, np.float32), ours)
+        want = np.stack([_reference_62(w, row) for row in x])
+        np.testing.assert_allclose(np.asarray(model.apply({"params": ours}, x)[0]), want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_41_parameter_entry_is_q_turned_in_its_first_plane():
+    """AdderBoard's 41-parameter entry (tbukic, K = V = its q_proj, Q that turned in its first plane, the norms
+    shared) is this family with Q = rot1(K), V = K, O = K^T and SHARED_NORMS: 41 parameters, and its logits from the
+    numpy transcription at every scale and angle. (Its later 36 turns every plane of K: `rot`.)"""
+    from miiii.presets import SHARED_NORMS
+
+    ties = "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)"
+    cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [ties, SHARED_NORMS, "model.tie_angle=-0.5",
+                                                                   "n_train=8", "n_valid=8"])
+    task = make_task(validate(cfg).task)
+    model, x = build_model(cfg.model, task), np.asarray(task.train.x[:3])
+    start = model.init({"params": jax.random.key(0)}, x[:1])["params"]
+    assert count_params(start) == 41 and float(start["blocks_0"]["attn"]["W_Q_angle"]) == -0.5
+    rng, perm = np.random.default_rng(1), [0, 2, 1, 3]
+    for std, theta in ((0.02, -0.5), (1.0, 1.3)):
+        w = {"arc": rng.normal(size=3) * 2, "theta": theta, **{k: rng.normal(0, std, shape) for k, shape in (
+            ("q_proj", (4, 3)), ("gate_proj", (2, 3)), ("up_proj", (2, 3)), ("down_proj", (3, 2)))}}
+        g, gq = 1 + 0.5 * rng.normal(size=3), 1 + 0.5 * rng.normal(size=4)
+        w |= {"ln1": g, "ln2": g, "final": g, "q_norm": gq, "k_norm": gq}
+        ours = {"W_E_arc": w["arc"], "shared_norm_0": {"scale": g}, "shared_norm_1": {"scale": gq[perm]},
+                "blocks_0": {"attn": {"W_K": w["q_proj"].T[None][..., perm], "W_Q_angle": np.array(theta)},
+                             "mlp": {"W_gate": w["gate_proj"].T, "W_in": w["up_proj"].T, "W_out": w["down_proj"].T}}}
         ours = jax.tree.map(lambda a: np.asarray(a, np.float32), ours)
         want = np.stack([_reference_62(w, row) for row in x])
         np.testing.assert_allclose(np.asarray(model.apply({"params": ours}, x)[0]), want, rtol=1e-4, atol=1e-4)
@@ -307,6 +341,7 @@ def test_train_digits_draws_short_operands_and_keeps_the_held_out_whole():
 
 @pytest.mark.parametrize("ties, turned", [
     ("attn.W_K=rot(attn.W_Q),mlp.W_out=Trot(mlp.W_in)", [("attn", "W_K"), ("mlp", "W_out")]),
+    ("attn.W_Q=rot1(attn.W_K)", [("attn", "W_Q")]),
     ("mlp.W_gate=rotT(mlp.W_out)", [("mlp", "W_gate")]),
 ])
 def test_tie_angle_starts_every_turned_tie_and_needs_one(ties, turned):

@@ -61,6 +61,9 @@ START_36 = (*MODEL_36, *DATA)
 # loaded parameters override (as every init setting)
 MODEL_S3 = (*SMALL, T41, SHARED, "model.init=qwen", "model.arc_init=2.5,-0.4,0.096667")
 SCALE3_41 = (*MODEL_S3, "optim.lr=1e-2", *DATA, "model.init_scale=3")
+# the 41 and the 36 with every turned tie starting at the angle 1 (0 is K = Q at the start; the entry's is 0.1)
+MODEL_41A1 = (*SMALL, T41, SHARED, "model.tie_angle=1.0", *FROM_ARC)
+MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,11 @@ SEARCH = (
                                                            "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
     Setting("41-start-scale3-4to11", "41-start-scale3 at the next 8 seeds (4 to 11)", (*SCALE3_41, "train.seed=4"),
             steps=30_000, seeds=8),
+    Setting("36-start-angle1", "36-start-angle's model with every turned tie (K = Q turned, down = up turned then "
+            "transposed) from the angle 1, 8 seeds, 30k steps at lr 1e-2: does 41-start-angle1's lever move the 36?",
+            (*MODEL_36A1, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
+               "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
     *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
                "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
     *continued(MODEL_36, "36-start-angle/member_003", 3, "36-m3",
