@@ -61,6 +61,11 @@ START_36 = (*MODEL_36, *DATA)
 # loaded parameters override (as every init setting)
 MODEL_S3 = (*SMALL, T41, SHARED, "model.init=qwen", "model.arc_init=2.5,-0.4,0.096667")
 SCALE3_41 = (*MODEL_S3, "optim.lr=1e-2", *DATA, "model.init_scale=3")
+# The board's 41 as its entry builds it (experiments/sub50_sweep_obsolete.py's apply_k_rot_q): K = V = its q_proj, Q
+# that turned in its first plane alone (its interleaved dims 0 and 1, RoPE's fastest plane) from -0.5; T41 above is
+# the later sub50_sweep's "rotation" (every plane of K turned, from 0.1), which its 36 uses
+T41R = "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)"
+MODEL_41R = (*SMALL, T41R, SHARED, "model.tie_angle=-0.5", *FROM_ARC)
 # the 41 and the 36 with every turned tie starting at the angle 1 (0 is K = Q at the start; the entry's is 0.1)
 MODEL_41A1 = (*SMALL, T41, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
@@ -149,6 +154,14 @@ SEARCH = (
     Setting("36-start-angle1", "36-start-angle's model with every turned tie (K = Q turned, down = up turned then "
             "transposed) from the angle 1, 8 seeds, 30k steps at lr 1e-2: does 41-start-angle1's lever move the 36?",
             (*MODEL_36A1, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("41r-start-seeds", "the board's 41 as its entry builds it: Q = K turned in its first plane alone (RoPE's "
+            "fastest) from -0.5, V = K, O = K^T, the norms shared (41-start-seeds turns every plane of K, from 0), 8 "
+            "seeds, 30k steps at lr 1e-2", (*MODEL_41R, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("41r-start-gf", "41r-start-seeds with grokfast EMA (0.98, 2) from the first step, as its entry's "
+            "'curr+gf+awd' (less its curriculum and adaptive decay; every setting here clips the gradient's norm at 1 "
+            "as it does, though before grokfast, it after), 8 seeds, 30k steps at lr 1e-2",
+            (*MODEL_41R, "optim.lr=1e-2", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2", *DATA),
+            steps=30_000, seeds=8),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
     *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
