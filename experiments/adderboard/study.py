@@ -164,6 +164,10 @@ SEARCH = (
             steps=30_000, seeds=8),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
+    Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
+            "the 58's second phase", (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98",
+                                      "optim.lamb=2", "optim.schedule=cosine", "optim.final_lr_frac=0.1"),
+            steps=80_000, init_from="41a1-m7-nowd", seed=7),
     *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
                "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
     *continued(MODEL_36, "36-start-angle/member_003", 3, "36-m3",
