@@ -58,9 +58,9 @@ class ModelConfig:
     norm_eps: float = 1e-5  # of every norm (the book's LayerNorm: 1e-5; Qwen3's RMSNorm: 1e-6)
     # Weight tying inside a block, each "FOLLOWER=MASTER" or "FOLLOWER=F(MASTER)" with F one of T (transpose),
     # scale (a learned scalar times), rot (the last axis' halves turned by a learned angle), rot1 (the first plane
-    # of the halves alone turned: with rotary positions, their fastest plane; tbukic's 41-parameter K = Q with Q turned
-    # there), rotT (rot of T), Trot (T of rot: the master's last axis turned, then transposed; tbukic's rotated
-    # transpose of up, as down): e.g.
+    # of the halves alone turned, in every head: with rotary positions, their fastest plane; tbukic's 41-parameter K = Q
+    # with Q turned there, one head), rotT (rot of T), Trot (T of rot: the master's last axis turned, then
+    # transposed; tbukic's rotated transpose of up, as down): e.g.
     # ("attn.W_V=attn.W_K", "attn.W_O=T(attn.W_Q)"). A follower is no parameter: it is computed in the forward pass
     # and the unique count (count_params) holds the master once and each transform's one scalar.
     ties: tuple[str, ...] = ()

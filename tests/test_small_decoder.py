@@ -345,8 +345,8 @@ def test_train_digits_draws_short_operands_and_keeps_the_held_out_whole():
     ("mlp.W_gate=rotT(mlp.W_out)", [("mlp", "W_gate")]),
 ])
 def test_tie_angle_starts_every_turned_tie_and_needs_one(ties, turned):
-    """model.tie_angle is each rot / rotT / Trot tie's initial angle (0 keeps every earlier preset's start); without
-    such a tie it is refused."""
+    """model.tie_angle is each rot / rot1 / rotT / Trot tie's initial angle (0 keeps every earlier preset's start);
+    without such a tie it is refused."""
     cfg = apply_overrides(get_preset("adder-146"), ADDER_62[:3] + [f"model.ties={ties}", "model.tie_angle=0.1",
                                                                     "n_train=8", "n_valid=8"])
     task = make_task(cfg.task)

@@ -46,9 +46,10 @@ TIED_62 = (*SMALL, TIES_62, "optim.weight_decay=0")
 FROM_ARC = ("model.init=qwen", "model.arc_init=2.5,-1.2,0.29")  # every matrix N(0, 0.02), the open arc
 DATA = ("task.n_train=2000000", "train.chunk=5000", "train.eval_every=5000")
 START_62 = (*SMALL, TIES_62, *FROM_ARC, "optim.lr=1e-2", *DATA)
-# The board's sub-50 entries' ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py): V = Q, K = Q
-# turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the RMSNorms one scale
-# and the QK-norms another: 41 parameters; down = up turned, then transposed: 36
+# The later sub-50 ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py, its 36's): V = Q, K = Q
+# with every plane turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the
+# RMSNorms one scale and the QK-norms another: 41 parameters; down = up turned, then transposed: 36. (The board's 41
+# itself turned one plane of Q: T41R below.)
 T41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"
 T36 = T41 + ",mlp.W_out=Trot(mlp.W_in)"
 SHARED = SHARED_NORMS
@@ -128,8 +129,9 @@ SEARCH = (
     Setting("62-start-seeds", "adder-62-phases' start (V = K, O = Q^T, arc embedding from the open arc, N(0, 0.02)) "
             "at 4 seeds, 30k steps at a constant lr 1e-2 (its phase 1's first 30k of 200k are within 5 % of it): how "
             "often the recipe's start leaves the plateau near 2.27 nats", START_62, steps=30_000),
-    Setting("41-start-seeds", "62-start-seeds with the sub-50 entries' ties (V = Q, K = Q turned, O = Q^T, the "
-            "RMSNorms one scale, the QK-norms another): 41 parameters, 4 seeds, 30k steps at lr 1e-2", START_41,
+    Setting("41-start-seeds", "62-start-seeds with the later sub-50 ties, its 36's (V = Q, K = Q with every plane "
+            "turned, O = Q^T, the RMSNorms one scale, the QK-norms another): 41 parameters, 4 seeds, 30k steps at lr "
+            "1e-2", START_41,
             steps=30_000),
     Setting("36-start-angle", "41-start-seeds' start at 36 parameters (down = up turned, then transposed), every "
             "turned tie from the angle 0.1 (the entry's), 4 seeds at lr 1e-2 and 2e-2, 30k steps", START_36,
@@ -158,8 +160,9 @@ SEARCH = (
             "fastest) from -0.5, V = K, O = K^T, the norms shared (41-start-seeds turns every plane of K, from 0), 8 "
             "seeds, 30k steps at lr 1e-2", (*MODEL_41R, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
     Setting("41r-start-gf", "41r-start-seeds with grokfast EMA (0.98, 2) from the first step, as its entry's "
-            "'curr+gf+awd' (less its curriculum and adaptive decay; every setting here clips the gradient's norm at 1 "
-            "as it does, though before grokfast, it after), 8 seeds, 30k steps at lr 1e-2",
+            "'Curriculum + Grokfast-EMA + adaptive weight decay' (its submission's metadata; less the curriculum, the "
+            "adaptive decay and its cosine lr; every setting here clips the gradient's norm at 1 as it does, though "
+            "before grokfast, it after), 8 seeds, 30k steps at lr 1e-2",
             (*MODEL_41R, "optim.lr=1e-2", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2", *DATA),
             steps=30_000, seeds=8),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
