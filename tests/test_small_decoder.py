@@ -247,6 +247,8 @@ def test_the_41_parameter_entry_is_q_turned_in_its_first_plane():
     model, x = build_model(cfg.model, task), np.asarray(task.train.x[:3])
     start = model.init({"params": jax.random.key(0)}, x[:1])["params"]
     assert count_params(start) == 41 and float(start["blocks_0"]["attn"]["W_Q_angle"]) == -0.5
+    # by hand: arc 3, K 12, Q's angle 1, the two shared norms 3 + 4, SwiGLU 3 x 2 three times; down = up^T: 6 fewer
+    assert _count(apply_overrides(cfg, [ties + ",mlp.W_out=T(mlp.W_in)"])) == 3 + 12 + 1 + 3 + 4 + 18 - 6 == 35
     rng, perm = np.random.default_rng(1), [0, 2, 1, 3]
     for std, theta in ((0.02, -0.5), (1.0, 1.3)):
         w = {"arc": rng.normal(size=3) * 2, "theta": theta, **{k: rng.normal(0, std, shape) for k, shape in (

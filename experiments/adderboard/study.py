@@ -67,6 +67,7 @@ SCALE3_41 = (*MODEL_S3, "optim.lr=1e-2", *DATA, "model.init_scale=3")
 # the later sub50_sweep's "rotation" (every plane of K turned, from 0.1), which its 36 uses
 T41R = "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)"
 MODEL_41R = (*SMALL, T41R, SHARED, "model.tie_angle=-0.5", *FROM_ARC)
+MODEL_35R = (*SMALL, T41R + ",mlp.W_out=T(mlp.W_in)", SHARED, "model.tie_angle=-0.5", *FROM_ARC)  # down = up^T
 # the 41 and the 36 with every turned tie starting at the angle 1 (0 is K = Q at the start; the entry's is 0.1)
 MODEL_41A1 = (*SMALL, T41, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
@@ -164,6 +165,9 @@ SEARCH = (
             "adaptive decay and its cosine lr; every setting here clips the gradient's norm at 1 as it does, though "
             "before grokfast, it after), 8 seeds, 30k steps at lr 1e-2",
             (*MODEL_41R, "optim.lr=1e-2", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2", *DATA),
+            steps=30_000, seeds=8),
+    Setting("35r-start-seeds", "41r-start-seeds with down = up^T (its sweep's downUpT, no angle): 35 parameters, "
+            "below the board's 36, 8 seeds, 30k steps at lr 1e-2", (*MODEL_35R, "optim.lr=1e-2", *DATA),
             steps=30_000, seeds=8),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
