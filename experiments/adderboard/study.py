@@ -169,6 +169,8 @@ SEARCH = (
     Setting("35r-start-seeds", "41r-start-seeds with down = up^T (its sweep's downUpT, no angle): 35 parameters, "
             "below the board's 36, 8 seeds, 30k steps at lr 1e-2", (*MODEL_35R, "optim.lr=1e-2", *DATA),
             steps=30_000, seeds=8),
+    *continued(MODEL_41R, "41r-start-seeds/member_006", 6, "41r-m6",
+               "41r-start-seeds' lowest-loss member (seed 6, train loss 0.95 at 30k)"),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
