@@ -237,7 +237,7 @@ def test_the_62_parameter_entry_is_this_family_with_its_weights_renamed():
 def test_the_41_parameter_entry_is_q_turned_in_its_first_plane():
     """AdderBoard's 41-parameter entry (tbukic, K = V = its q_proj, Q that turned in its first plane, the norms
     shared) is this family with Q = rot1(K), V = K, O = K^T and SHARED_NORMS: 41 parameters, and its logits from the
-    numpy transcription at every scale and angle. (Its later 36 turns every plane of K: `rot`.)"""
+    numpy transcription at its start's scale and angle and far from them. (Its later 36 turns every plane of K.)"""
     from miiii.presets import SHARED_NORMS
 
     ties = "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)"

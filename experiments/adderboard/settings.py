@@ -1,0 +1,158 @@
+"""The AdderBoard search's settings: each a vmapped sweep over seeds or one solo phase of another setting's run, on
+the preset adder-146 with the changes it names (experiments/adderboard/study.py trains them and writes the bundle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from miiii.presets import SHARED_NORMS
+
+# Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
+BASE = ("model.init=torch", "task.n_train=300000")
+SMALL = ("model.n_heads=1", "model.d_mlp=2", "model.embed=arc")  # one head of size 4 on d 3, SwiGLU 2, the arc
+TIES_62 = "model.ties=attn.W_V=attn.W_K,attn.W_O=T(attn.W_Q)"  # V = K, O = Q^T
+TIED_62 = (*SMALL, TIES_62, "optim.weight_decay=0")
+
+
+FROM_ARC = ("model.init=qwen", "model.arc_init=2.5,-1.2,0.29")  # every matrix N(0, 0.02), the open arc
+DATA = ("task.n_train=2000000", "train.chunk=5000", "train.eval_every=5000")
+START_62 = (*SMALL, TIES_62, *FROM_ARC, "optim.lr=1e-2", *DATA)
+# The later sub-50 ties on that start (tbukic/M10S-Transformer, experiments/sub50_sweep.py, its 36's): V = Q, K = Q
+# with every plane turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the
+# RMSNorms one scale and the QK-norms another: 41 parameters; down = up turned, then transposed: 36. (The board's 41
+# itself turned one plane of Q: T41R below.)
+T41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"
+T36 = T41 + ",mlp.W_out=Trot(mlp.W_in)"
+SHARED = SHARED_NORMS
+START_41 = (*SMALL, T41, SHARED, *FROM_ARC, "optim.lr=1e-2", *DATA)
+# 36 parameters, every turned tie starting at 0.1 as the entry's; the lr a grid
+MODEL_36 = (*SMALL, T36, SHARED, "model.tie_angle=0.1", *FROM_ARC)
+START_36 = (*MODEL_36, *DATA)
+# 41 parameters from every initial parameter times 3 (model.init_scale), the arc's start and stride given as a third
+# so that they start where the open arc does (its amplitude 7.5). Its continuations repeat this arc_init, which their
+# loaded parameters override (as every init setting)
+MODEL_S3 = (*SMALL, T41, SHARED, "model.init=qwen", "model.arc_init=2.5,-0.4,0.096667")
+SCALE3_41 = (*MODEL_S3, "optim.lr=1e-2", *DATA, "model.init_scale=3")
+# The board's 41 as its entry builds it (experiments/sub50_sweep_obsolete.py's apply_k_rot_q): K = V = its q_proj, Q
+# that turned in its first plane alone (its interleaved dims 0 and 1, RoPE's fastest plane) from -0.5; T41 above is
+# the later sub50_sweep's "rotation" (every plane of K turned, from 0.1), which its 36 uses
+T41R = "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)"
+MODEL_41R = (*SMALL, T41R, SHARED, "model.tie_angle=-0.5", *FROM_ARC)
+MODEL_35R = (*SMALL, T41R + ",mlp.W_out=T(mlp.W_in)", SHARED, "model.tie_angle=-0.5", *FROM_ARC)  # down = up^T
+# the 41 and the 36 with every turned tie starting at the angle 1 (0 is K = Q at the start; the entry's is 0.1)
+MODEL_41A1 = (*SMALL, T41, SHARED, "model.tie_angle=1.0", *FROM_ARC)
+MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    why: str
+    sets: tuple[str, ...]
+    grid: tuple[str, ...] = ()
+    steps: int = 12_000
+    seeds: int = 4
+    init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
+    seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
+    phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
+
+
+def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: str) -> tuple[Setting, ...]:
+    """A screen's member continued as three solo phases: 150k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 (batch 256),
+    50k cosine 1e-3 -> 0 without weight decay (batch 256): adder-62-phases' stages after its first, without its 30k
+    at 3e-4."""
+    run = (*model, *DATA)
+    return (Setting(f"{stem}-cosine", f"{why}, continued 150k cosine steps from lr 1e-2 to 1e-3",
+                    (*run, "optim.lr=1e-2", "optim.schedule=cosine", "optim.final_lr_frac=0.1"), steps=150_000,
+                    init_from=member, seed=seed),
+            Setting(f"{stem}-1e-3", f"{stem}-cosine, 50k steps at lr 1e-3 (batch 256)",
+                    (*run, "optim.lr=1e-3", "train.batch_size=256"), steps=50_000, init_from=f"{stem}-cosine",
+                    seed=seed),
+            Setting(f"{stem}-nowd", f"{stem}-1e-3, 50k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
+                    (*run, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
+                     "train.batch_size=256"), steps=50_000, init_from=f"{stem}-1e-3", seed=seed))
+
+
+SEARCH = (
+    Setting("sweep-torch", "adder-146 (Taghadouini's 146 parameters) at two learning rates", BASE, ("lr=5e-3,1e-2",)),
+    Setting("146-phase2-m5", "sweep-torch's best member (lr 1e-2, seed 1) continued 33k steps: a second phase",
+            ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="sweep-torch/member_005", seed=1),
+    Setting("C-62", "the 62-parameter entry's architecture: arc embedding, K = V, O = Q^T, one head, SwiGLU 2, Adam "
+            "without weight decay", BASE + TIED_62, ("lr=1e-2,2e-2",), 15_000),
+    Setting("preset-146-phases", "the preset adder-146-phases from its seed: sweep-torch's member 5 and a second phase "
+            "with a cosine decay as one command (a solo run is not the vmapped member bit for bit: phase 1 differs)",
+            (), phased="adder-146-phases"),
+    Setting("146-phase2-constant", "the preset's phase 1, then 33k steps at a constant lr 1e-2 (146-phase2-m5's phase "
+            "2)", ("model.init=torch", "optim.lr=1e-2"), steps=33_000, init_from="preset-146-phases/phase-1", seed=1),
+    Setting("146-phase2-cosine", "the preset's phase 1, then 33k steps decaying lr 1e-2 to 0 (cosine): the preset's "
+            "phase 2", ("model.init=torch", "optim.lr=1e-2", "optim.schedule=cosine"), steps=33_000,
+            init_from="preset-146-phases/phase-1", seed=1),
+    Setting("D-62-cur3", "C-62 on 3-digit operands (zero-padded to 10): the first phase of the 62-parameter entry's "
+            "3 -> 6 -> 10-digit curriculum", BASE + TIED_62 + ("task.train_digits=3",), ("lr=1e-2,2e-2",), 10_000),
+    Setting("E-62-cur6", "D-62-cur3's lowest-loss member (lr 1e-2, seed 2) on 6-digit operands: the curriculum's "
+            "second phase", BASE + TIED_62 + ("optim.lr=1e-2", "task.train_digits=6"), steps=10_000,
+            init_from="D-62-cur3/member_002", seed=2),
+    Setting("F-62-cur10", "E-62-cur6 on 10-digit operands: the curriculum's last phase",
+            BASE + TIED_62 + ("optim.lr=1e-2",), steps=25_000, init_from="E-62-cur6", seed=2),
+    Setting("preset-62-phases", "the preset adder-62-phases from its seed: the 62-parameter entry's four stages (V = "
+            "K, O = Q^T, arc embedding from its open arc, N(0, 0.02); 200k cosine steps 1e-2 -> 1e-3, 50k at 1e-3 and "
+            "30k at 3e-4 at batch 256, 50k cosine 1e-3 -> 0 without weight decay)", (), phased="adder-62-phases"),
+    Setting("preset-62-phases-s2", "preset-62-phases at seed 2", (), phased="adder-62-phases", seed=2),
+    Setting("62-start-seeds", "adder-62-phases' start (V = K, O = Q^T, arc embedding from the open arc, N(0, 0.02)) "
+            "at 4 seeds, 30k steps at a constant lr 1e-2 (its phase 1's first 30k of 200k are within 5 % of it): how "
+            "often the recipe's start leaves the plateau near 2.27 nats", START_62, steps=30_000),
+    Setting("41-start-seeds", "62-start-seeds with the later sub-50 ties, the board's 36's (V = Q, K = Q with every "
+            "plane turned, O = Q^T, the RMSNorms one scale, the QK-norms another): 41 parameters, 4 seeds, 30k steps "
+            "at lr 1e-2", START_41,
+            steps=30_000),
+    Setting("36-start-angle", "41-start-seeds' start at 36 parameters (down = up turned, then transposed), every "
+            "turned tie from the angle 0.1 (the entry's), 4 seeds at lr 1e-2 and 2e-2, 30k steps", START_36,
+            ("lr=1e-2,2e-2",), 30_000),
+    Setting("41-start-scale3", "41-start-seeds from every initial parameter times 3 (model.init_scale; the arc from "
+            "the same open arc, amplitude 7.5): sharper attention from the start (QK-norm scales 3)", SCALE3_41,
+            steps=30_000),
+    Setting("52-start-seeds", "62-start-seeds with the RMSNorms one scale and the QK-norms another (SHARED): 52 "
+            "parameters, the 62's ties otherwise, 8 seeds, 30k steps at lr 1e-2", (*START_62, SHARED), steps=30_000,
+            seeds=8),
+    Setting("preset-52-phases", "the preset adder-52-phases from its seed: adder-62-phases with the norms shared "
+            "(52 parameters) at seed 4, 52-start-seeds' member that left the plateau first", (),
+            phased="adder-52-phases"),
+    Setting("41-start-angle1", "41-start-seeds with K = Q turned from the angle 1 (model.tie_angle; 0 is K = Q at "
+            "the start), 8 seeds, 30k steps at lr 1e-2: is it the tie's start that holds the 41 on the plateau?",
+            (*START_41, "model.tie_angle=1.0"), steps=30_000, seeds=8),
+    Setting("41-start-kscale", "41-start-seeds with K = a Q (scale, the 58's tie) in place of K = Q turned: 41 "
+            "parameters, 8 seeds, 30k steps at lr 1e-2", (*SMALL, T41.replace("rot(", "scale("), SHARED, *FROM_ARC,
+                                                           "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("41-start-scale3-4to11", "41-start-scale3 at the next 8 seeds (4 to 11)", (*SCALE3_41, "train.seed=4"),
+            steps=30_000, seeds=8),
+    Setting("36-start-angle1", "36-start-angle's model with every turned tie (K = Q turned, down = up turned then "
+            "transposed) from the angle 1, 8 seeds, 30k steps at lr 1e-2: does 41-start-angle1's lever move the 36?",
+            (*MODEL_36A1, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("41r-start-seeds", "the board's 41 as its entry builds it: Q = K turned in its first plane alone (RoPE's "
+            "fastest) from -0.5, V = K, O = K^T, the norms shared (41-start-seeds turns every plane of K, from 0), 8 "
+            "seeds, 30k steps at lr 1e-2", (*MODEL_41R, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("41r-start-gf", "41r-start-seeds with grokfast EMA (0.98, 2) from the first step, as its entry's "
+            "'Curriculum + Grokfast-EMA + adaptive weight decay' (its submission's metadata; less the curriculum, the "
+            "adaptive decay and its cosine lr; every setting here clips the gradient's norm at 1 as it does, though "
+            "before grokfast, it after), 8 seeds, 30k steps at lr 1e-2",
+            (*MODEL_41R, "optim.lr=1e-2", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2", *DATA),
+            steps=30_000, seeds=8),
+    Setting("35r-start-seeds", "41r-start-seeds with down = up^T (its sweep's downUpT, no angle): 35 parameters, "
+            "below the board's 36, 8 seeds, 30k steps at lr 1e-2", (*MODEL_35R, "optim.lr=1e-2", *DATA),
+            steps=30_000, seeds=8),
+    *continued(MODEL_41R, "41r-start-seeds/member_006", 6, "41r-m6",
+               "41r-start-seeds' lowest-loss member (seed 6, train loss 0.95 at 30k)"),
+    *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
+               "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
+    Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
+            "the 58's second phase (weight decay 0.01 and batch 128 again)",
+            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
+             "optim.schedule=cosine", "optim.final_lr_frac=0.1"), steps=80_000, init_from="41a1-m7-nowd", seed=7),
+    *continued(MODEL_S3, "41-start-scale3/member_000", 0, "41s3-m0",
+               "41-start-scale3's lowest-loss member (seed 0, train loss 1.27 at 30k)"),
+    *continued(MODEL_36, "36-start-angle/member_003", 3, "36-m3",
+               "36-start-angle's lowest-loss member (lr 1e-2, seed 3, train loss 1.65 at 30k)"),
+    Setting("preset-58-phases", "the preset adder-58-phases from its seed: the board's sub-60 entries' recipe (K = "
+            "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
+            "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
+)
