@@ -106,7 +106,8 @@ def parse_norm_groups(groups: tuple[str, ...]) -> dict[str, int]:
 
 
 TURNED = ("rot", "rot1", "rotT", "Trot")  # the ties that turn by a learned angle (model.tie_angle starts it)
-TIE = re.compile(r"^(attn|mlp)\.(\w+)=(?:(T|scale|rot1|rot|rotT|Trot)\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
+TRANSFORMS = ("T", "scale", *TURNED)  # every F of FOLLOWER=F(MASTER); the model, the export and the errors read these
+TIE = re.compile(rf"^(attn|mlp)\.(\w+)=(?:({'|'.join(TRANSFORMS)})\((attn|mlp)\.(\w+)\)|(attn|mlp)\.(\w+))$")
 TIED_WEIGHTS = {"attn": ("W_Q", "W_K", "W_V", "W_O"), "mlp": ("W_in", "W_out", "W_gate")}
 
 
@@ -122,10 +123,10 @@ def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
         known = TIED_WEIGHTS.get(module, ())
         if (not m or master_module != module or follower not in known or master not in known
                 or follower == master or (module, follower) in out):
-            raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in T, "
-                             "scale, rot, rot1, rotT, Trot, "
-                             f"both weights of one module (attn: {', '.join(TIED_WEIGHTS['attn'])}; "
-                             f"mlp: {', '.join(TIED_WEIGHTS['mlp'])}), each follower once")
+            raise ValueError(f"model.ties entry '{entry}': write FOLLOWER=MASTER or FOLLOWER=F(MASTER) with F in "
+                             f"{', '.join(TRANSFORMS)}, both weights of one module "
+                             f"(attn: {', '.join(TIED_WEIGHTS['attn'])}; mlp: {', '.join(TIED_WEIGHTS['mlp'])}), "
+                             "each follower once")
         out[(module, follower)] = (transform, master)
     if any((mod, master) in out for (mod, _), (_, master) in out.items()):
         raise ValueError("model.ties: a master is itself a follower; tie each follower to an untied weight")

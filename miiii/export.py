@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.config import ConfigError
+from miiii.config import TURNED, ConfigError
 from miiii.files import RunError, write_text_atomic
 from miiii.model import count_params
 from miiii.run import load_run
@@ -86,7 +86,7 @@ def _untie(weights, ties, n_layers, norm_groups):
                 x = np.swapaxes(x, -1, -2)
             if transform == "scale":
                 x = weights[p + name + "_scale"] * x
-            if transform in ("rot", "rot1", "rotT", "Trot"):
+            if transform in {turned!r}:
                 angle = weights[p + name + "_angle"]
                 x = _turn(x, angle * (np.arange(x.shape[-1] // 2) == 0) if transform == "rot1" else angle)
             if transform == "Trot":
@@ -259,7 +259,7 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
     np.savez_compressed(buf, **flat)
     text = _TEMPLATE.format(name=metadata["name"], n=n, run=Path(run_dir).name, config=json.dumps(config),
                             weights=base64.b64encode(buf.getvalue()).decode("ascii"),
-                            plus=PLUS, equals=EQUALS, eos=EOS)
+                            plus=PLUS, equals=EQUALS, eos=EOS, turned=TURNED)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, text)

@@ -346,7 +346,7 @@ PHASED["adder-62-phases"] = (
 )
 
 # 52 parameters: adder-62-phases with the RMSNorms one scale and the QK-norms another (the sub-50 entries' sharing,
-# without their K = Q turned and V = Q), at seed 4, the seed of experiments/adderboard's 52-start-seeds screen that
+# without their attention ties), at seed 4, the seed of experiments/adderboard's 52-start-seeds screen that
 # left the plateau first (train loss 0.96 at 5k steps).
 SHARED_NORMS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"  # the RMSNorms one scale, the QK-norms another
 PHASED["adder-52-phases"] = (

@@ -204,7 +204,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if m.tie_angle and not turned:
-        raise ConfigError(f"model.tie_angle = {m.tie_angle} starts the rot, rot1, rotT and Trot ties' angles; "
+        raise ConfigError(f"model.tie_angle = {m.tie_angle} starts the {', '.join(TURNED)} ties' angles; "
                           "model.ties has none")
     if not (m.logit_scale > 0 and m.init_scale > 0) or cfg.optim.fixed_norm < 0:
         raise ConfigError(f"model.logit_scale = {m.logit_scale} and model.init_scale = {m.init_scale} must be "
