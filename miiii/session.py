@@ -28,7 +28,7 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, shown
-from miiii.errors import interrupt_pending
+from miiii.errors import interrupt_pending, remember_interrupt
 from miiii.files import RunError, then
 from miiii.integrity import finish_files, metrics_rows_sha256
 from miiii.metricslog import MetricsLog
@@ -87,6 +87,8 @@ class StopFlag:
     def __exit__(self, *exc):
         for sig, handler in self.prev.items():
             signal.signal(sig, handler)
+        if self._requested and exc[0] is None:  # asked to stop in the last chunk, which ended the run: the request
+            remember_interrupt()                 # outlives it, so a study stops at its next safe point (not the next run)
 
 
 def say(msg: str) -> None:

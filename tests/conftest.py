@@ -17,6 +17,11 @@ import os
 from miiii.gpu import visible_gpus  # no jax import
 
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before jax is imported, here and in subprocesses
+# True float32 matmuls where the code leaves the precision to JAX (a bare `apply`, numpy comparisons at float32
+# tolerances; a GPU's default, TF32, keeps 10 mantissa bits: 32 tests failed so on an H200), exported likewise; a
+# no-op on a CPU. The code's own precision (train.precision, set inside the trainer and the hooked forward) overrides
+# it, and test_precision's `default` cases would fail if a path forgot to set it (they see HIGHEST from here).
+os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 # Where nvidia-smi lists a GPU, XLA's deterministic scatters and reductions, exported as the line above: the
 # bit-identical resume tests (a GPU's atomic adds come in any order). Only there: XLA_FLAGS is part of the compile
 # cache's key, and a CPU-only machine keeps sharing its compiled programs with `make train`.
@@ -55,3 +60,14 @@ def _optimized(request):
     yield
     jax.config.update("jax_disable_most_optimizations", before)
     jax.clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _no_pending_interrupt():
+    """A stop a test asked for (its run ended in that chunk, so it is remembered for the next safe point) does not
+    stop the next test in the same worker."""
+    yield
+    from miiii import errors
+
+    errors._pending[0] = False
+

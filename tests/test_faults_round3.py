@@ -311,3 +311,47 @@ def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(mo
     assert errors.one_line_errors(lambda: 0) == 130 and capsys.readouterr().err.strip() == "interrupted"
     monkeypatch.setattr(errors, "interrupt_pending", lambda: False)
     assert errors.one_line_errors(lambda: 0) == 0 and errors.one_line_errors(lambda: 3) == 3
+
+
+def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next(tmp_path):
+    """SIGTERM in the chunk that ends a run: the run finishes whole, and the stop is not lost with it. A study
+    stopped so (`make paper`, its recorded run done) must not start its seeds' sweep; seen on a GPU, where the
+    driver's SIGTERM landed in the recorded run's last chunk and the study went on to compile the sweep."""
+    import os
+    import signal
+
+    from miiii import errors
+    from miiii.runner import train_run
+    from miiii.session import Interrupted
+    from miiii.sweep import run_sweep
+
+    cfg = apply_overrides(get_preset("nanda-tiny"), TINY)
+
+    def term_at_the_end(step):
+        if step == 20:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    summary = train_run(cfg, tmp_path / "run", progress=False, on_chunk=term_at_the_end, tensorboard=False)
+    assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
+    assert errors.interrupt_pending()
+    with pytest.raises(Interrupted):
+        run_sweep(cfg, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
+    assert not any((tmp_path / "sweep").glob("member_*/ckpt"))  # nothing trained
+    errors._pending[0] = False
+
+
+def test_a_paper_study_resumes_its_interrupted_seeds_sweep_with_reuse(tmp_path):
+    """`--reuse` continues an interrupted seeds' sweep (sweep-plan.json, no sweep.json), as it continues an
+    interrupted recorded run; without --reuse, or a folder that is neither, it is refused."""
+    from experiments.paper.study import plan
+    from miiii.config import ConfigError
+
+    out = tmp_path / "b"
+    sweep = out / "runs" / "miiii-seeds"
+    sweep.mkdir(parents=True)
+    with pytest.raises(ConfigError, match="neither a sweep nor an interrupted one"):
+        plan(out, True, ["miiii"], True, 20, seeds=3)
+    (sweep / "sweep-plan.json").write_text("{}")
+    with pytest.raises(ConfigError, match="pass --reuse"):
+        plan(out, True, ["miiii"], False, 20, seeds=3)
+    assert set(plan(out, True, ["miiii"], True, 20, seeds=3)) == {"miiii"}

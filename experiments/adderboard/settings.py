@@ -144,6 +144,13 @@ SEARCH = (
                "41r-start-seeds' lowest-loss member (seed 6, train loss 0.95 at 30k)"),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
+    Setting("41a1-m7-long", "41a1-m7-nowd (exact match 0.309, still gaining) given its no-decay stage again, twice "
+            "as long: 100k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
+            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
+             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-nowd", seed=7),
+    Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
+            "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
+            steps=30_000, seeds=8),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
             "the 58's second phase (weight decay 0.01 and batch 128 again)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",

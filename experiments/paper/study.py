@@ -142,8 +142,9 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
                 check_new(d)  # --reuse or not, an earlier run is never written over
         if seeds > 1 and not recorded:
             make_members(seeds_config(cfg), seeds - 1, {})
-            if sweep_dir.exists() and not (reuse and (sweep_dir / "sweep.json").is_file()):
-                why = "an unfinished sweep: no sweep.json" if reuse else "pass --reuse to use it"
+            usable = (sweep_dir / "sweep.json").is_file() or (sweep_dir / "sweep-plan.json").is_file()
+            if sweep_dir.exists() and not (reuse and usable):  # --reuse resumes an interrupted sweep (train_seeds)
+                why = "neither a sweep nor an interrupted one" if reuse else "pass --reuse to use it"
                 raise ConfigError(f"{sweep_dir} already exists ({why}); remove it or choose another --out")
         cfgs[role] = cfg
     return cfgs
