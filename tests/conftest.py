@@ -18,9 +18,10 @@ from miiii.gpu import visible_gpus  # no jax import
 
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before jax is imported, here and in subprocesses
 # True float32 matmuls where the code leaves the precision to JAX (a bare `apply`, numpy comparisons at float32
-# tolerances; a GPU's default, TF32, keeps 10 mantissa bits: 32 tests failed so on an H200), exported likewise; a
-# no-op on a CPU. The code's own precision (train.precision, set inside the trainer and the hooked forward) overrides
-# it, and test_precision's `default` cases would fail if a path forgot to set it (they see HIGHEST from here).
+# tolerances; a GPU's default, TF32, keeps 10 mantissa bits; without this line 32 tests failed on an H200, names
+# not captured, cause not confirmed), exported likewise; a no-op on a CPU. The code's own precision (train.precision,
+# set inside the trainer and the hooked forward) overrides it, and test_precision's `default` cases would fail if a
+# path forgot to set it (they see HIGHEST from here).
 os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 # Where nvidia-smi lists a GPU, XLA's deterministic scatters and reductions, exported as the line above: the
 # bit-identical resume tests (a GPU's atomic adds come in any order). Only there: XLA_FLAGS is part of the compile
