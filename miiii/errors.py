@@ -34,8 +34,8 @@ def one_line_errors(fn, *args) -> int:
     except KeyboardInterrupt as e:
         print(shown(e, 4000) or "interrupted", file=sys.stderr)
         return 130
-    if rc == 0 and interrupt_pending():  # a Ctrl-C swallowed after the last safe point (as the CLI's commands)
-        print("interrupted", file=sys.stderr)
+    if rc == 0 and take_interrupt():  # a stop after the last safe point (as the CLI's commands)
+        print(DONE_THEN_STOPPED, file=sys.stderr)
         return 130
     return rc
 
@@ -99,6 +99,15 @@ def remember_interrupt(*_) -> None:
 
 def interrupt_pending() -> bool:
     return _pending[0]
+
+
+def take_interrupt() -> bool:
+    """Whether a stop was remembered, forgetting it: one remembered stop stops one thing (a StopFlag takes it)."""
+    pending, _pending[0] = _pending[0], False
+    return pending
+
+
+DONE_THEN_STOPPED = "interrupted once the work was done (every run complete; nothing to resume)"
 
 
 def raise_interrupt(message: str = "interrupted") -> None:

@@ -28,7 +28,7 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, shown
-from miiii.errors import interrupt_pending, remember_interrupt
+from miiii.errors import interrupt_pending, remember_interrupt, take_interrupt
 from miiii.files import RunError, then
 from miiii.integrity import finish_files, metrics_rows_sha256
 from miiii.metricslog import MetricsLog
@@ -67,7 +67,7 @@ class StopFlag:
         self._requested = value
 
     def __enter__(self):
-        self.requested = False
+        self.requested = take_interrupt()  # a stop remembered from before (a run it ended in its last chunk)
         self.prev = {}
         if threading.current_thread() is threading.main_thread():
             self.prev = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -87,8 +87,10 @@ class StopFlag:
     def __exit__(self, *exc):
         for sig, handler in self.prev.items():
             signal.signal(sig, handler)
-        if self._requested and exc[0] is None:  # asked to stop in the last chunk, which ended the run: the request
-            remember_interrupt()                 # outlives it, so a study stops at its next safe point (not the next run)
+        if exc[0] is not None:  # stopped (or failed): a stop remembered meanwhile is served, not left for the next run
+            take_interrupt()
+        elif self._requested:  # asked to stop in the chunk that ended the run: the request outlives it, so what would
+            remember_interrupt()  # come next (a phase, a study's next run or its report) does not start
 
 
 def say(msg: str) -> None:

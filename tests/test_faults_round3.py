@@ -302,56 +302,88 @@ def test_a_study_whose_run_is_stopped_ends_in_its_one_line_and_status_130(tmp_pa
     assert rc == 130 and err == [f"interrupted: checkpoint at step 8 of 20 written to {out / 'runs' / 'miiii'}"]
 
 
-def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(monkeypatch, capsys):
-    """As the CLI's commands: a study that returns 0 while a Ctrl-C waits (remembered where it could not be raised)
-    was stopped, and says so."""
+def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(capsys):
+    """As the CLI's commands: a study that returns 0 while a stop waits (remembered where it could not be raised, or
+    asked in the chunk that ended its last run) was stopped once its work was done, and says so; once."""
     from miiii import errors
 
-    monkeypatch.setattr(errors, "interrupt_pending", lambda: True)
-    assert errors.one_line_errors(lambda: 0) == 130 and capsys.readouterr().err.strip() == "interrupted"
-    monkeypatch.setattr(errors, "interrupt_pending", lambda: False)
+    errors._pending[0] = True
+    assert errors.one_line_errors(lambda: 0) == 130
+    assert capsys.readouterr().err.strip() == errors.DONE_THEN_STOPPED
     assert errors.one_line_errors(lambda: 0) == 0 and errors.one_line_errors(lambda: 3) == 3
 
 
-def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next(tmp_path):
-    """SIGTERM in the chunk that ends a run: the run finishes whole, and the stop is not lost with it. A study
-    stopped so (`make paper`, its recorded run done) must not start its seeds' sweep; seen on a GPU, where the
-    driver's SIGTERM landed in the recorded run's last chunk and the study went on to compile the sweep."""
+TINY_RUN = apply_overrides(get_preset("nanda-tiny"), TINY)
+
+
+def _term_at(step):
+    """An on_chunk that sends this process SIGTERM once the run reaches `step` (a batch system's stop)."""
     import os
     import signal
 
+    def on_chunk(done):
+        if done == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+    return on_chunk
+
+
+def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path):
+    """SIGTERM in the chunk that ends a run: the run finishes whole, and the stop is not lost with it: the next
+    start-up (a study's seeds' sweep, a phase) stops before anything is kept, and only that one. Seen on a GPU,
+    where the driver's SIGTERM landed in `make paper`'s recorded run's last chunk and the study went on to compile
+    its sweep. A stop that ended a run early is served there and stops nothing after it."""
     from miiii import errors
     from miiii.runner import train_run
     from miiii.session import Interrupted
     from miiii.sweep import run_sweep
 
-    cfg = apply_overrides(get_preset("nanda-tiny"), TINY)
-
-    def term_at_the_end(step):
-        if step == 20:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    summary = train_run(cfg, tmp_path / "run", progress=False, on_chunk=term_at_the_end, tensorboard=False)
+    summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=_term_at(20), tensorboard=False)
     assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
     assert errors.interrupt_pending()
     with pytest.raises(Interrupted):
-        run_sweep(cfg, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
-    assert not any((tmp_path / "sweep").glob("member_*/ckpt"))  # nothing trained
-    errors._pending[0] = False
+        run_sweep(TINY_RUN, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
+    assert not (tmp_path / "sweep").exists() and not errors.interrupt_pending()
+    assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 20
+    with pytest.raises(Interrupted):  # stopped at step 10 of 20: served
+        train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=_term_at(10), tensorboard=False)
+    assert not errors.interrupt_pending()
+
+
+def test_a_paper_study_stopped_in_a_run_s_last_chunk_writes_no_report(tmp_path, monkeypatch, capsys):
+    """The study's safe points sit between its trainings and before its report: a run that ended with a stop asked
+    (remembered) ends the study in 130 with its one line, no figures and no results.md."""
+    from experiments.paper import study
+    from miiii import errors
+
+    def finished_then_stopped(role, cfg, run_dir, reuse, progress):
+        errors.remember_interrupt()
+
+    monkeypatch.setattr(study, "train_role", finished_then_stopped)
+    out = tmp_path / "b"
+    rc = study.main(["--smoke", "--roles", "miiii", "--steps", "20", "--out", str(out), "--reuse", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and err == [study.STOPPED]
+    assert not (out / "results.md").exists() and not (out / "figures").exists()
 
 
 def test_a_paper_study_resumes_its_interrupted_seeds_sweep_with_reuse(tmp_path):
     """`--reuse` continues an interrupted seeds' sweep (sweep-plan.json, no sweep.json), as it continues an
-    interrupted recorded run; without --reuse, or a folder that is neither, it is refused."""
-    from experiments.paper.study import plan
+    interrupted recorded run, once its plan is the one asked for; checked before anything trains. Without --reuse,
+    with another plan, or a folder that is neither, it is refused."""
+    from experiments.paper.study import plan, seeds_config
     from miiii.config import ConfigError
+    from miiii.sweepmembers import write_plan
 
     out = tmp_path / "b"
     sweep = out / "runs" / "miiii-seeds"
     sweep.mkdir(parents=True)
-    with pytest.raises(ConfigError, match="neither a sweep nor an interrupted one"):
+    with pytest.raises(ConfigError, match="neither a finished sweep nor an interrupted one"):
         plan(out, True, ["miiii"], True, 20, seeds=3)
-    (sweep / "sweep-plan.json").write_text("{}")
+    cfg = plan(out, True, ["miiii"], True, 20, seeds=1)["miiii"]  # the role's config, no sweep
+    write_plan(sweep, seeds_config(cfg), 2, {})
     with pytest.raises(ConfigError, match="pass --reuse"):
         plan(out, True, ["miiii"], False, 20, seeds=3)
+    for seeds, steps in ((4, 20), (3, 30)):
+        with pytest.raises(ConfigError, match="interrupted sweep of other seeds or settings"):
+            plan(out, True, ["miiii"], True, steps, seeds=seeds)
     assert set(plan(out, True, ["miiii"], True, 20, seeds=3)) == {"miiii"}

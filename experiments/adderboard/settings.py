@@ -151,6 +151,12 @@ SEARCH = (
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
+    Setting("41a1-start-mixed", "41-start-angle1 on mixed lengths (task.mixed_lengths: half the training operands a "
+            "block of random width at a random place, addition-10's data; the board's 41 drew random lengths), 8 "
+            "seeds, 30k steps at lr 1e-2", (*START_41, "model.tie_angle=1.0", "task.mixed_lengths=true"),
+            steps=30_000, seeds=8),
+    Setting("41r-start-mixed", "41r-start-seeds (the board's 41 tie) on mixed lengths, as 41a1-start-mixed",
+            (*MODEL_41R, "optim.lr=1e-2", *DATA, "task.mixed_lengths=true"), steps=30_000, seeds=8),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
             "the 58's second phase (weight decay 0.01 and batch 128 again)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",

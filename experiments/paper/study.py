@@ -32,7 +32,7 @@ from experiments.paper.resources import describe, role_plan
 from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
-from miiii.errors import OneLineParser, one_line_errors, out_folder
+from miiii.errors import OneLineParser, one_line_errors, out_folder, raise_interrupt
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.provenance import provenance
@@ -40,6 +40,7 @@ from miiii.record import GiB, check_budget
 from miiii.run import load_run
 from miiii.runner import build, prepare, resume_run, train_run
 from miiii.sweep import make_members, member_dir, resume_sweep, run_sweep
+from miiii.sweepmembers import plan_digest, read_plan
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -142,14 +143,20 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
                 check_new(d)  # --reuse or not, an earlier run is never written over
         if seeds > 1 and not recorded:
             make_members(seeds_config(cfg), seeds - 1, {})
-            usable = (sweep_dir / "sweep.json").is_file() or (sweep_dir / "sweep-plan.json").is_file()
-            if sweep_dir.exists() and not (reuse and usable):  # --reuse resumes an interrupted sweep (train_seeds)
-                why = "neither a sweep nor an interrupted one" if reuse else "pass --reuse to use it"
+            done, stopped = (sweep_dir / "sweep.json").is_file(), (sweep_dir / "sweep-plan.json").is_file()
+            if sweep_dir.exists() and not (reuse and (done or stopped)):  # --reuse resumes an interrupted sweep
+                why = "neither a finished sweep nor an interrupted one" if reuse else "pass --reuse to use it"
                 raise ConfigError(f"{sweep_dir} already exists ({why}); remove it or choose another --out")
+            if reuse and stopped and not done and plan_digest(*read_plan(sweep_dir)) != plan_digest(
+                    seeds_config(cfg), seeds - 1, {}):  # checked now, not after the runs before it have trained
+                raise ConfigError(f"{sweep_dir} is an interrupted sweep of other seeds or settings than --seeds "
+                                  f"{seeds} with these --steps/--set; give the ones it was started with, or remove it")
         cfgs[role] = cfg
     return cfgs
 
 
+# a stop asked in the chunk that ended a run (StopFlag remembers it): the study stops before its next run or report
+STOPPED = "interrupted once a run was complete: the runs so far are kept; run again with --reuse to go on"
 MAX_SEEDS = 256  # a bound that says so at once (a billion seeds would list a run directory each before any check)
 
 
@@ -201,13 +208,16 @@ def run_all(out: Path, smoke: bool, roles, reuse: bool, progress: bool, steps: i
     runs = {}
     for role, cfg in plan(out, smoke, roles, reuse, steps, sets, seeds, variant, recorded).items():
         train_role(role, cfg, out / "runs" / role, reuse, progress)
+        raise_interrupt(STOPPED)
         dirs = [out / "runs" / role]
         if recorded:
             for k in range(1, seeds):
                 train_role(f"{role} seed +{k}", seed_config(cfg, k), seed_dir(out, role, k), reuse, progress)
+                raise_interrupt(STOPPED)
                 dirs.append(seed_dir(out, role, k))
         elif seeds > 1:
             dirs += train_seeds(role, cfg, seeds - 1, out / "runs" / f"{role}-seeds", reuse, progress)
+            raise_interrupt(STOPPED)
         runs[role] = [load_run(d) for d in dirs]
     return runs
 
