@@ -164,6 +164,10 @@ SEARCH = (
             "without weight decay (batch 256)",
             (*MODEL_41A1, *DATA, "optim.lr=3e-4", "optim.weight_decay=0", "optim.schedule=cosine",
              "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long3", seed=7),
+    Setting("41a1-m7-long5", "41a1-m7-long4-3e-4 given the 1e-3 stage again (it ended above the 3e-4 one from the "
+            "same start): 100k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
+            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
+             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long4-3e-4", seed=7),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
