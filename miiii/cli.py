@@ -14,7 +14,14 @@ from pathlib import Path
 from miiii.cliargs import build_parser
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import SECTIONS, ConfigError, apply_overrides, resolve_key, shown
-from miiii.errors import DONE_THEN_STOPPED, deferred_interrupts, interrupt_pending, remember_interrupt, take_interrupt
+from miiii.errors import (
+    DONE_THEN_STOPPED,
+    carrying_stops,
+    deferred_interrupts,
+    interrupt_pending,
+    remember_interrupt,
+    take_interrupt,
+)
 from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
 from miiii.presets import DEFAULT_PRESET, PHASED, PRESETS, get_preset, measured_time, phase_configs
@@ -403,7 +410,8 @@ def run_command(args, argv=None) -> int:
         if args.command in COMPILES:
             with deferred_interrupts():  # imports jax
                 setup_compile_cache()
-        rc = commands[args.command](args)
+        with carrying_stops():
+            rc = commands[args.command](args)
         if rc == 0 and take_interrupt():  # a stop after the last safe point: the command was stopped, its work done
             rc, msg = 130, DONE_THEN_STOPPED
     except ConfigError as e:

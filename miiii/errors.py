@@ -25,9 +25,10 @@ def one_line_errors(fn, *args) -> int:
     """`fn(*args)`'s exit status, with the CLI's standard for a study script: bad input (ConfigError) is one
     `error:` line and status 2, a failed write (RunError) one line and status 1, a run stopped by Ctrl-C or, while
     it trains, SIGTERM (at a checkpoint: its message says where) one line and status 130, as `python -m miiii train`
-    ends."""
+    ends; so does one that returns 0 while a stop waits (its work under way was done: DONE_THEN_STOPPED)."""
     try:
-        rc = fn(*args)
+        with carrying_stops():
+            rc = fn(*args)
     except (ConfigError, RunError) as e:
         print(f"error: {shown(e, 4000)}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
@@ -93,8 +94,27 @@ def remember_interrupt(*_) -> None:
     """Note a Ctrl-C that could not stop the program where it landed: a KeyboardInterrupt raised inside a garbage-
     collection callback (jax has one) is swallowed (cli's unraisable hook calls this), one raised inside an extension
     module's initialisation becomes `ImportError: initialization failed`. Also a SIGINT handler (see
-    `deferred_interrupts`). The next safe point (`raise_interrupt`, a start-up stage, a chunk boundary) raises it."""
+    `deferred_interrupts`), and a stop asked in the chunk that ended a run (session.StopFlag, inside
+    `carrying_stops`). The next safe point (`raise_interrupt`, a start-up stage, a chunk boundary) raises it."""
     _pending[0] = True
+
+
+_carrying = [0]
+
+
+@contextlib.contextmanager
+def carrying_stops():
+    """Inside (a command, a study): a stop asked in the chunk that ended a run is kept for what comes next. Outside
+    (a notebook calling train_run) it ends with that run: the run is complete and nothing else was asked to stop."""
+    _carrying[0] += 1
+    try:
+        yield
+    finally:
+        _carrying[0] -= 1
+
+
+def stops_carry() -> bool:
+    return _carrying[0] > 0
 
 
 def interrupt_pending() -> bool:
@@ -107,7 +127,7 @@ def take_interrupt() -> bool:
     return pending
 
 
-DONE_THEN_STOPPED = "interrupted once the work was done (every run complete; nothing to resume)"
+DONE_THEN_STOPPED = "interrupted once the work under way was done (nothing of it is left to resume)"
 
 
 def raise_interrupt(message: str = "interrupted") -> None:

@@ -28,7 +28,7 @@ from miiii.analysis import GROK_THRESHOLD, grok_steps, last_evaluated
 from miiii.cadence import checkpoint_due, snap_steps
 from miiii.checkpoint import Checkpoints
 from miiii.config import ConfigError, shown
-from miiii.errors import interrupt_pending, remember_interrupt, take_interrupt
+from miiii.errors import interrupt_pending, remember_interrupt, stops_carry, take_interrupt
 from miiii.files import RunError, then
 from miiii.integrity import finish_files, metrics_rows_sha256
 from miiii.metricslog import MetricsLog
@@ -52,7 +52,9 @@ class Interrupted(KeyboardInterrupt):
 class StopFlag:
     """First SIGINT/SIGTERM: finish what is under way (a chunk, a start-up stage), checkpoint, stop. A second
     SIGINT stops at once. The flag is read where stopping is safe, never inside a compile or a write; a Ctrl-C that
-    landed where it could not be raised (errors.remember_interrupt) counts as requested too."""
+    landed where it could not be raised (errors.remember_interrupt) counts as requested too. A stop asked in the
+    chunk that ends the run cannot stop it, so inside a command or study (errors.carrying_stops) it is remembered
+    for what comes next, which takes it on entry: one stop stops one thing."""
 
     def __init__(self, message: str = "stopping after this chunk (writing a checkpoint); press Ctrl-C again to "
                                       "stop at once"):
@@ -89,8 +91,8 @@ class StopFlag:
             signal.signal(sig, handler)
         if exc[0] is not None:  # stopped (or failed): a stop remembered meanwhile is served, not left for the next run
             take_interrupt()
-        elif self._requested:  # asked to stop in the chunk that ended the run: the request outlives it, so what would
-            remember_interrupt()  # come next (a phase, a study's next run or its report) does not start
+        elif self._requested and stops_carry():  # asked in the chunk that ended the run: what would come next (a
+            remember_interrupt()  # phase, a study's next run or its report) does not start
 
 
 def say(msg: str) -> None:

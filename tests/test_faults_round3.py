@@ -328,25 +328,33 @@ def _term_at(step):
 
 
 def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path):
-    """SIGTERM in the chunk that ends a run: the run finishes whole, and the stop is not lost with it: the next
-    start-up (a study's seeds' sweep, a phase) stops before anything is kept, and only that one. Seen on a GPU,
-    where the driver's SIGTERM landed in `make paper`'s recorded run's last chunk and the study went on to compile
-    its sweep. A stop that ended a run early is served there and stops nothing after it."""
+    """SIGTERM in the chunk that ends a run, inside a command or study (errors.carrying_stops): the run finishes
+    whole, and the stop is not lost with it: the next start-up (a study's seeds' sweep, a phase) stops before
+    anything is kept, and only that one. Seen on a GPU, where the driver's SIGTERM landed in `make paper`'s
+    recorded run's last chunk and the study went on to compile its sweep. Outside (a notebook) the stop ends with
+    the complete run; a stop that ended a run early, or one remembered meanwhile, is served there."""
     from miiii import errors
     from miiii.runner import train_run
     from miiii.session import Interrupted
     from miiii.sweep import run_sweep
 
-    summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=_term_at(20), tensorboard=False)
-    assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
-    assert errors.interrupt_pending()
-    with pytest.raises(Interrupted):
-        run_sweep(TINY_RUN, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
-    assert not (tmp_path / "sweep").exists() and not errors.interrupt_pending()
-    assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 20
-    with pytest.raises(Interrupted):  # stopped at step 10 of 20: served
-        train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=_term_at(10), tensorboard=False)
-    assert not errors.interrupt_pending()
+    with errors.carrying_stops():
+        summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=_term_at(20), tensorboard=False)
+        assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
+        assert errors.interrupt_pending()
+        with pytest.raises(Interrupted):
+            run_sweep(TINY_RUN, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
+        assert not (tmp_path / "sweep").exists() and not errors.interrupt_pending()
+        assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 20
+        with pytest.raises(Interrupted):  # stopped at step 10 of 20: served
+            train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=_term_at(10), tensorboard=False)
+        assert not errors.interrupt_pending()
+        with pytest.raises(Interrupted):  # a Ctrl-C remembered mid-run (a gc callback swallowed it): served too
+            train_run(TINY_RUN, tmp_path / "gc", progress=False, tensorboard=False,
+                      on_chunk=lambda step: errors.remember_interrupt() if step == 10 else None)
+        assert not errors.interrupt_pending()
+    summary = train_run(TINY_RUN, tmp_path / "nb", progress=False, on_chunk=_term_at(20), tensorboard=False)
+    assert summary["steps"] == 20 and not errors.interrupt_pending()  # a notebook's next run is not stopped
 
 
 def test_a_paper_study_stopped_in_a_run_s_last_chunk_writes_no_report(tmp_path, monkeypatch, capsys):
@@ -387,3 +395,16 @@ def test_a_paper_study_resumes_its_interrupted_seeds_sweep_with_reuse(tmp_path):
         with pytest.raises(ConfigError, match="interrupted sweep of other seeds or settings"):
             plan(out, True, ["miiii"], True, steps, seeds=seeds)
     assert set(plan(out, True, ["miiii"], True, 20, seeds=3)) == {"miiii"}
+
+
+def test_a_study_whose_training_command_was_stopped_ends_in_130_not_1(tmp_path, monkeypatch):
+    """The adderboard study trains each setting through the CLI in-process: a setting stopped (130, its one line
+    printed there) stops the study with 130, a failed one with 1; nothing after it trains."""
+    import miiii.cli
+    from experiments.adderboard import study
+
+    calls = []
+    for rc, expect in ((130, 130), (2, 1)):
+        monkeypatch.setattr(miiii.cli, "main", lambda argv, rc=rc: calls.append(argv) or rc)
+        assert study.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == expect
+    assert len(calls) == 2  # one setting each time, none after it

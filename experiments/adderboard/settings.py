@@ -156,8 +156,8 @@ SEARCH = (
             "weight decay (batch 256)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
              "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long2", seed=7),
-    Setting("41a1-m7-long3-3e-4", "41a1-m7-long3 from a lower peak: 100k cosine steps from 3e-4 to 0 without weight "
-            "decay (batch 256); each 1e-3 restart first lost held-out exact match for ~10k steps",
+    Setting("41a1-m7-long3-3e-4", "41a1-m7-long3's stage from a lower peak: 100k cosine steps from 3e-4 to 0 without "
+            "weight decay (batch 256); each 1e-3 restart first lost held-out exact match before it gained",
             (*MODEL_41A1, *DATA, "optim.lr=3e-4", "optim.weight_decay=0", "optim.schedule=cosine",
              "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long2", seed=7),
     Setting("41a1-m7-long4-3e-4", "41a1-m7-long3 continued from the lower peak: 100k cosine steps from 3e-4 to 0 "

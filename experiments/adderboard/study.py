@@ -212,8 +212,8 @@ def study(args) -> int:
 
         for s in SEARCH:
             if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
-                if miiii(command(s, args.runs)) != 0:
-                    return 1
+                if (rc := miiii(command(s, args.runs))) != 0:
+                    return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
     settings = [r for s in SEARCH if not args.only or s.name in args.only
                 if (r := setting_record(s, args.runs)) is not None]
     if not settings:

@@ -302,8 +302,8 @@ def study(args) -> int:
         for s in SEARCH:
             if not args.only or s.name in args.only:
                 fresh = not (args.runs / s.name).exists()
-                if (fresh or args.resume) and train_setting(s, args.runs, resume=not fresh) != 0:
-                    return 1
+                if (fresh or args.resume) and (rc := train_setting(s, args.runs, resume=not fresh)) != 0:
+                    return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
     summary = collect(args.runs, args.only)
     (args.out / "summaries").mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "summaries" / "search.json", summary)
