@@ -73,6 +73,14 @@ def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: st
                      "train.batch_size=256"), steps=50_000, init_from=f"{stem}-1e-3", seed=seed))
 
 
+def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting:
+    """41a1-m7's later stages, each another run of its no-decay stage: 100k cosine steps from `lr` to 0 without
+    weight decay (batch 256), from `init_from`'s final state."""
+    return Setting(name, f"{why}: 100k cosine steps from {lr} to 0 without weight decay (batch 256)",
+                   (*MODEL_41A1, *DATA, f"optim.lr={lr}", "optim.weight_decay=0", "optim.schedule=cosine",
+                    "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from=init_from, seed=7)
+
+
 SEARCH = (
     Setting("sweep-torch", "adder-146 (Taghadouini's 146 parameters) at two learning rates", BASE, ("lr=5e-3,1e-2",)),
     Setting("146-phase2-m5", "sweep-torch's best member (lr 1e-2, seed 1) continued 33k steps: a second phase",
@@ -144,30 +152,15 @@ SEARCH = (
                "41r-start-seeds' lowest-loss member (seed 6, train loss 0.95 at 30k)"),
     *continued(MODEL_41A1, "41-start-angle1/member_007", 7, "41a1-m7",
                "41-start-angle1's lowest-loss member (seed 7, train loss 0.90 at 30k)"),
-    Setting("41a1-m7-long", "41a1-m7-nowd (exact match 0.309, still gaining) given its no-decay stage again, twice "
-            "as long: 100k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
-            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-nowd", seed=7),
-    Setting("41a1-m7-long2", "41a1-m7-long (still gaining) given the same stage again: 100k cosine steps from 1e-3 "
-            "to 0 without weight decay (batch 256)",
-            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long", seed=7),
-    Setting("41a1-m7-long3", "41a1-m7-long2 given the same stage again: 100k cosine steps from 1e-3 to 0 without "
-            "weight decay (batch 256)",
-            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long2", seed=7),
-    Setting("41a1-m7-long3-3e-4", "41a1-m7-long3's stage from a lower peak: 100k cosine steps from 3e-4 to 0 without "
-            "weight decay (batch 256); each 1e-3 restart first lost held-out exact match before it gained",
-            (*MODEL_41A1, *DATA, "optim.lr=3e-4", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long2", seed=7),
-    Setting("41a1-m7-long4-3e-4", "41a1-m7-long3 continued from the lower peak: 100k cosine steps from 3e-4 to 0 "
-            "without weight decay (batch 256)",
-            (*MODEL_41A1, *DATA, "optim.lr=3e-4", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long3", seed=7),
-    Setting("41a1-m7-long5", "41a1-m7-long4-3e-4 given the 1e-3 stage again (it ended above the 3e-4 one from the "
-            "same start): 100k cosine steps from 1e-3 to 0 without weight decay (batch 256)",
-            (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.weight_decay=0", "optim.schedule=cosine",
-             "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from="41a1-m7-long4-3e-4", seed=7),
+    long_stage("41a1-m7-long", "41a1-m7-nowd (exact match 0.309, still gaining) given its no-decay stage again, "
+               "twice as long", "41a1-m7-nowd"),
+    long_stage("41a1-m7-long2", "41a1-m7-long (still gaining) given the same stage again", "41a1-m7-long"),
+    long_stage("41a1-m7-long3", "41a1-m7-long2 given the same stage again", "41a1-m7-long2"),
+    long_stage("41a1-m7-long3-3e-4", "41a1-m7-long3's stage from a lower peak (each 1e-3 restart first lost held-out "
+               "exact match before it gained)", "41a1-m7-long2", lr="3e-4"),
+    long_stage("41a1-m7-long4-3e-4", "41a1-m7-long3 continued from the lower peak", "41a1-m7-long3", lr="3e-4"),
+    long_stage("41a1-m7-long5", "41a1-m7-long4-3e-4 given the 1e-3 stage again (it ended above the 3e-4 one from the "
+               "same start)", "41a1-m7-long4-3e-4"),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
