@@ -59,7 +59,7 @@ from miiii.sweepmembers import (
     check_sweep_budget,
     describe_sweep_bytes,
     member_slice,
-    plan_digest,
+    plan_is,
     read_plan,
     reopen_member,
     restore_members,
@@ -232,7 +232,7 @@ def resume_sweep(out_dir: str | Path, progress: bool = True, tensorboard: bool =
         raise ConfigError("sweep --resume runs in one process (leave out --coordinator, --num-processes, "
                           "--process-id)")
     cfg, seeds, grid = read_plan(out_dir)
-    if expect is not None and plan_digest(*expect) != plan_digest(cfg, seeds, grid):
+    if expect is not None and not plan_is(out_dir, *expect):
         raise ConfigError(f"--resume {out_dir}: --preset, --set, --steps, --seeds or --grid differ from the sweep's "
                           f"own ({out_dir / 'sweep-plan.json'}); resume without them, or start a new sweep")
     check_profile(profile)

@@ -59,6 +59,12 @@ def plan_digest(cfg: RunConfig, seeds: int, grid: dict) -> int:
                                  sort_keys=True).encode())
 
 
+def plan_is(out_dir: Path, cfg: RunConfig, seeds: int, grid: dict) -> bool:
+    """Whether an interrupted sweep's plan (sweep-plan.json, read and checked as `read_plan`) is the one given: what
+    `sweep --resume` and the paper study's --reuse check before they continue it."""
+    return plan_digest(*read_plan(out_dir)) == plan_digest(cfg, seeds, grid)
+
+
 def read_plan(out_dir: Path) -> tuple[RunConfig, int, dict]:
     """(base config, seeds, grid) of a sweep directory that may be resumed; a ConfigError that says why not: not a
     sweep (no sweep-plan.json), a complete one (sweep.json), or a damaged plan."""

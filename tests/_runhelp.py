@@ -153,6 +153,15 @@ class Crash(Exception):
     """Raised by `crash_at`: a run that dies between chunks, after a checkpoint."""
 
 
+def signal_at(step: int, sig: int):
+    """An on_chunk that sends this process `sig` once the run or sweep reaches `step` (SIGINT: Ctrl-C, as a user
+    would; SIGTERM: a batch system's stop)."""
+    def on_chunk(done):
+        if done == step:
+            os.kill(os.getpid(), sig)
+    return on_chunk
+
+
 def crash_at(step: int):
     """An `on_chunk` callback that raises Crash once the run reaches `step`."""
     def on_chunk(done):

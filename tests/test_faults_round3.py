@@ -4,8 +4,10 @@ any frame is drawn; a study's out-of-range counts refused before it trains."""
 
 from __future__ import annotations
 
+from signal import SIGTERM
+
 import pytest
-from _runhelp import Crash, crash_at, tree_digest
+from _runhelp import Crash, crash_at, signal_at, tree_digest
 
 from miiii.cli import main
 from miiii.config import apply_overrides
@@ -316,17 +318,6 @@ def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(ca
 TINY_RUN = apply_overrides(get_preset("nanda-tiny"), TINY)
 
 
-def _term_at(step):
-    """An on_chunk that sends this process SIGTERM once the run reaches `step` (a batch system's stop)."""
-    import os
-    import signal
-
-    def on_chunk(done):
-        if done == step:
-            os.kill(os.getpid(), signal.SIGTERM)
-    return on_chunk
-
-
 def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path):
     """SIGTERM in the chunk that ends a run, inside a command or study (errors.carrying_stops): the run finishes
     whole, and the stop is not lost with it: the next start-up (a study's seeds' sweep, a phase) stops before
@@ -339,7 +330,8 @@ def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path)
     from miiii.sweep import run_sweep
 
     with errors.carrying_stops():
-        summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=_term_at(20), tensorboard=False)
+        summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=signal_at(20, SIGTERM),
+                            tensorboard=False)
         assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
         assert errors.interrupt_pending()
         with pytest.raises(Interrupted):
@@ -347,13 +339,13 @@ def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path)
         assert not (tmp_path / "sweep").exists() and not errors.interrupt_pending()
         assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 20
         with pytest.raises(Interrupted):  # stopped at step 10 of 20: served
-            train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=_term_at(10), tensorboard=False)
+            train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=signal_at(10, SIGTERM), tensorboard=False)
         assert not errors.interrupt_pending()
         with pytest.raises(Interrupted):  # a Ctrl-C remembered mid-run (a gc callback swallowed it): served too
             train_run(TINY_RUN, tmp_path / "gc", progress=False, tensorboard=False,
                       on_chunk=lambda step: errors.remember_interrupt() if step == 10 else None)
         assert not errors.interrupt_pending()
-    summary = train_run(TINY_RUN, tmp_path / "nb", progress=False, on_chunk=_term_at(20), tensorboard=False)
+    summary = train_run(TINY_RUN, tmp_path / "nb", progress=False, on_chunk=signal_at(20, SIGTERM), tensorboard=False)
     assert summary["steps"] == 20 and not errors.interrupt_pending()  # a notebook's next run is not stopped
 
 

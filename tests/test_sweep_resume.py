@@ -6,7 +6,6 @@ from __future__ import annotations
 import atexit
 import functools
 import json
-import os
 import shutil
 import signal
 import tempfile
@@ -38,14 +37,6 @@ def reference() -> Path:
     atexit.register(shutil.rmtree, d, True)
     run_sweep(CFG, 1, parse_grid(GRID), d / "sw", progress=False, tensorboard=False)
     return d / "sw"
-
-
-def sigint_at(step: int):
-    """An on_chunk that sends this process SIGINT once the sweep reaches `step` (Ctrl-C, as a user would)."""
-    def on_chunk(done):
-        if done == step:
-            os.kill(os.getpid(), signal.SIGINT)
-    return on_chunk
 
 
 def test_members_record_keep_checkpoints_and_load_as_runs(tmp_path, monkeypatch):
@@ -80,7 +71,8 @@ def test_members_record_keep_checkpoints_and_load_as_runs(tmp_path, monkeypatch)
 def test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical(tmp_path, capsys):
     ref, out = reference(), tmp_path / "sw"
     with pytest.raises(KeyboardInterrupt, match=f"sweep --resume {out}"):
-        run_sweep(CFG, 1, parse_grid(GRID), out, progress=False, tensorboard=False, on_chunk=sigint_at(20))
+        run_sweep(CFG, 1, parse_grid(GRID), out, progress=False, tensorboard=False,
+                  on_chunk=_runhelp.signal_at(20, signal.SIGINT))
     assert not (out / "sweep.json").exists()  # incomplete
     from miiii.compare import expand
 

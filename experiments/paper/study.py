@@ -40,7 +40,7 @@ from miiii.record import GiB, check_budget
 from miiii.run import load_run
 from miiii.runner import build, prepare, resume_run, train_run
 from miiii.sweep import make_members, member_dir, resume_sweep, run_sweep
-from miiii.sweepmembers import plan_digest, read_plan
+from miiii.sweepmembers import plan_is
 
 # role -> (full preset, CPU preset); the λ = 0 run is miiii with grokfast switched off.
 ROLES = {
@@ -143,12 +143,12 @@ def plan(out: Path, smoke: bool, roles, reuse: bool, steps: int | None = None, s
                 check_new(d)  # --reuse or not, an earlier run is never written over
         if seeds > 1 and not recorded:
             make_members(seeds_config(cfg), seeds - 1, {})
-            done, stopped = (sweep_dir / "sweep.json").is_file(), (sweep_dir / "sweep-plan.json").is_file()
-            if sweep_dir.exists() and not (reuse and (done or stopped)):  # --reuse resumes an interrupted sweep
+            done, planned = (sweep_dir / "sweep.json").is_file(), (sweep_dir / "sweep-plan.json").is_file()
+            if sweep_dir.exists() and not (reuse and (done or planned)):  # --reuse resumes an interrupted sweep
                 why = "neither a finished sweep nor an interrupted one" if reuse else "pass --reuse to use it"
                 raise ConfigError(f"{sweep_dir} already exists ({why}); remove it or choose another --out")
-            if reuse and stopped and not done and plan_digest(*read_plan(sweep_dir)) != plan_digest(
-                    seeds_config(cfg), seeds - 1, {}):  # checked now, not after the runs before it have trained
+            if reuse and planned and not done and not plan_is(sweep_dir, seeds_config(cfg), seeds - 1, {}):
+                # checked now, not after the runs before it have trained
                 raise ConfigError(f"{sweep_dir} is an interrupted sweep of other seeds or settings than --seeds "
                                   f"{seeds} with these --steps/--set; give the ones it was started with, or remove it")
         cfgs[role] = cfg
