@@ -65,3 +65,34 @@ def test_replay_adds_the_rows_copies_times_without_held_out_pairs(tmp_path):
         validate(apply_overrides(cfg, [f"task.replay={tmp_path / 'bad.npy'}"]))
     with pytest.raises(ConfigError, match="not a readable"):
         validate(apply_overrides(cfg, [f"task.replay={tmp_path / 'none.npy'}"]))
+
+
+def test_a_union_of_sources_keeps_each_row_once_and_reads_kept_rows(untrained_board, tmp_path):
+    from experiments.adderboard.hard import hard_union
+
+    five, six = hard_pairs(untrained_board, 200, 5)[0], hard_pairs(untrained_board, 200, 6)[0]
+    both = np.unique(np.concatenate([five, six]), axis=0)
+    assert len(both) < len(five) + len(six)  # the two draws overlap (2-digit pairs): united, each row once
+    out = str(tmp_path / "u.npy")
+    assert main([f"{untrained_board}@5", f"{untrained_board}@6", "--pairs", "200", "--out", out]) == 0
+    assert (np.load(tmp_path / "u.npy") == both).all()
+    rows, tried = hard_union([(untrained_board, 5)], 200, keep=True)
+    kept = untrained_board.with_name(f"{untrained_board.name}.hard-5-200.npy")
+    assert (rows == np.unique(five, axis=0)).all() and tried == 200 and (np.load(kept) == five).all()
+    np.save(kept, np.array([[1, 1]]))  # a kept source is read, not decoded again
+    assert hard_union([(untrained_board, 5)], 200, keep=True)[0].tolist() == [[1, 1]]
+    assert main([f"{untrained_board}@x", "--out", str(tmp_path / "v.npy")]) == 2
+
+
+def test_a_targeted_round_replays_its_hard_pairs_as_about_half_the_set(tmp_path):
+    from experiments.adderboard import study
+    from experiments.adderboard.settings import REPLAY_N, targeted
+
+    s = targeted("t", "w", "a", ("a@1",))
+    np.save(study.hard_file(s, tmp_path), np.zeros((30_000, 2), np.int64))
+    cmd = study.command(s, tmp_path)
+    assert cmd[cmd.index("--init-from") + 1] == str(tmp_path / "a")
+    assert f"task.replay={tmp_path / 't.hard.npy'}" in cmd and f"task.replay_copies={round(REPLAY_N / 30_000)}" in cmd
+    assert f"task.n_train={REPLAY_N}" in cmd
+    want = f"{tmp_path / 'a@1'} --pairs 100000 --out {tmp_path / 't.hard.npy'}"
+    assert study.hard_command(s, tmp_path).endswith(want)

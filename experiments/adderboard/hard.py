@@ -3,6 +3,7 @@ the trainer's own seed (never the verifier's 2025), written as a .npy for the ne
 
     python -m experiments.adderboard.hard RUN_DIR --pairs 100000 --seed 1 --out hard.npy
     python -m miiii train --preset P --init-from RUN_DIR --set task.replay=hard.npy --set task.replay_copies=20
+    python -m experiments.adderboard.hard RUN_A@1 RUN_B@2 --out hard.npy   # the union of two runs' (seeds 1, 2)
 
 Runtime: the run's model decodes in batches of 5,000 under jit; 100,000 10-digit pairs take about a minute on a CPU
 for the AdderBoard presets. Expected: prints how many pairs were wrong and writes them (operand rows, int64).
@@ -34,22 +35,60 @@ def hard_pairs(run_dir: Path, n_pairs: int, seed: int) -> tuple[np.ndarray, int]
     return ops[~ok].astype(np.int64), len(ops)
 
 
+def source(arg: str, seed: int) -> tuple[Path, int]:
+    """`RUN[@SEED]` -> (run folder, seed): the seed after the last @, else `seed`."""
+    run, at, k = arg.rpartition("@")
+    if not at:
+        return Path(arg), seed
+    try:
+        return Path(run), int(k)
+    except ValueError:
+        raise ConfigError(f"{arg}: the seed after @ must be an integer") from None
+
+
+def hard_union(sources, n_pairs: int, keep: bool = False) -> tuple[np.ndarray, int]:
+    """The wrong rows of every (run, seed) source, each row once (sorted), and how many pairs were tried in all:
+    the accumulated error pairs of iterated targeted fine-tuning, each round's found on a fresh seed. `keep`: each
+    source's rows are kept beside its run (RUN.hard-SEED-PAIRS.npy) and read from there the next time."""
+    found = []
+    for run, seed in sources:
+        kept = run.with_name(f"{run.name}.hard-{seed}-{n_pairs}.npy")
+        if keep and kept.is_file():
+            found.append(np.load(kept))
+            continue
+        wrong, _ = hard_pairs(run, n_pairs, seed)
+        if keep:
+            save_atomic(kept, wrong)
+        found.append(wrong)
+    return np.unique(np.concatenate(found), axis=0), n_pairs * len(found)
+
+
+def save_atomic(path: Path, rows: np.ndarray) -> None:
+    """`rows` as the .npy `path`, written whole or not at all."""
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, rows)
+    tmp.replace(path)
+
+
 def main(argv=None) -> int:
     return one_line_errors(_main, argv)
 
 
 def _main(argv) -> int:
     ap = OneLineParser(prog=module_prog(), description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path, help="a finished addition or board run")
+    ap.add_argument("runs", nargs="+", metavar="RUN[@SEED]",
+                    help="finished addition or board runs, each with its own seed after @ (else --seed): their "
+                         "wrong pairs, united")
     ap.add_argument("--pairs", type=int, default=100_000, help="random pairs to decode (default 100,000)")
-    ap.add_argument("--seed", type=int, default=1, help="their seed: the trainer's own, not 2025 (default 1)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="the seed of a run given without @: the trainer's own, not 2025 (default 1)")
     ap.add_argument("--out", type=Path, required=True, help="the .npy to write (refused if it exists)")
     args = ap.parse_args(argv)
     if args.out.exists():
         raise ConfigError(f"{args.out} exists; choose another --out")
-    wrong, tried = hard_pairs(args.run_dir, args.pairs, args.seed)
-    np.save(args.out, wrong)
-    print(f"{len(wrong):,} of {tried:,} pairs wrong ({len(wrong) / tried:.2%}); written to {args.out}")
+    wrong, tried = hard_union([source(r, args.seed) for r in args.runs], args.pairs)
+    save_atomic(args.out, wrong)
+    print(f"{len(wrong):,} distinct wrong pairs of {tried:,} tried; written to {args.out}")
     return 0
 
 

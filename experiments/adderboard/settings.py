@@ -55,6 +55,12 @@ class Setting:
     init_from: str = ""  # a solo phase: "SETTING/member_k" (a run of another setting, under the same runs folder)
     seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
+    hard: tuple[str, ...] = ()  # a solo phase's hard pairs: "SETTING@SEED", the pairs that run decodes wrong among
+    # HARD_PAIRS of that seed, united over the sources and replayed (task.replay) as about half the training set
+
+
+HARD_PAIRS = 100_000
+REPLAY_N = 500_000  # a targeted round's fresh training pairs; its hard pairs are repeated to about as many rows
 
 
 def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: str) -> tuple[Setting, ...]:
@@ -79,6 +85,18 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
     return Setting(name, f"{why}: 100k cosine steps from {lr} to 0 without weight decay (batch 256)",
                    (*MODEL_41A1, *DATA, f"optim.lr={lr}", "optim.weight_decay=0", "optim.schedule=cosine",
                     "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from=init_from, seed=7)
+
+
+def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], steps: int = 20_000) -> Setting:
+    """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
+    cosine steps from 1e-3 to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
+    pairs and the pairs the `hard` runs decode wrong, repeated to about as many rows."""
+    return Setting(name, f"{why}: {steps // 1000}k cosine steps from 1e-3 to 0 without weight decay (batch 256) on "
+                   f"{REPLAY_N // 1000}k fresh pairs and, repeated to about as many rows, the pairs "
+                   f"{' and '.join(hard)} decode wrong among {HARD_PAIRS // 1000}k of its seed",
+                   (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", "optim.lr=1e-3", "optim.weight_decay=0",
+                    "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
+                   init_from=init_from, seed=7, hard=hard)
 
 
 SEARCH = (
@@ -161,6 +179,10 @@ SEARCH = (
     long_stage("41a1-m7-long4-3e-4", "41a1-m7-long3 continued from the lower peak", "41a1-m7-long3", lr="3e-4"),
     long_stage("41a1-m7-long5", "41a1-m7-long4-3e-4 given the 1e-3 stage again (it ended above the 3e-4 one from the "
                "same start)", "41a1-m7-long4-3e-4"),
+    targeted("41a1-m7-t1", "41a1-m7-long5 (the best 41 of the long stages) given a round of targeted fine-tuning",
+             "41a1-m7-long5", ("41a1-m7-long5@1",)),
+    *(targeted(f"41a1-m7-t{k}", f"41a1-m7-t{k - 1} given another round (its own wrong pairs, on a fresh seed)",
+               f"41a1-m7-t{k - 1}", (f"41a1-m7-t{k - 1}@{k}",)) for k in range(2, 7)),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

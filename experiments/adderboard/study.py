@@ -24,7 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from experiments.adderboard.settings import SEARCH, Setting
+from experiments.adderboard.settings import HARD_PAIRS, REPLAY_N, SEARCH, Setting
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
@@ -49,9 +49,33 @@ def setting_steps(s: Setting) -> int:
     return phase_configs(s.phased)[-1].train.steps if s.phased else s.steps
 
 
+def hard_file(s: Setting, runs: Path) -> Path:
+    return runs / f"{s.name}.hard.npy"
+
+
+def hard_command(s: Setting, runs: Path) -> str:
+    """The command that writes a targeted round's hard pairs (the study keeps each source's beside its run)."""
+    return (f"python -m experiments.adderboard.hard {' '.join(str(runs / h) for h in s.hard)} --pairs {HARD_PAIRS} "
+            f"--out {hard_file(s, runs)}")
+
+
+def find_hard(s: Setting, runs: Path) -> None:
+    """A targeted round's hard pairs, written before it trains (its sources' runs must have finished)."""
+    from experiments.adderboard.hard import hard_union, save_atomic, source
+
+    wrong, _ = hard_union([source(str(runs / h), 0) for h in s.hard], HARD_PAIRS, keep=True)
+    save_atomic(hard_file(s, runs), wrong)
+
+
 def command(s: Setting, runs: Path) -> list[str]:
-    """The `python -m miiii` arguments that train setting `s` into runs/NAME."""
+    """The `python -m miiii` arguments that train setting `s` into runs/NAME (a targeted round's after find_hard:
+    its hard pairs are repeated to about REPLAY_N rows)."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
+    if s.hard:
+        import numpy as np
+
+        copies = max(1, round(REPLAY_N / len(np.load(hard_file(s, runs)))))
+        sets += ["--set", f"task.replay={hard_file(s, runs)}", "--set", f"task.replay_copies={copies}"]
     if s.phased:
         seed = [] if s.seed is None else ["--seed", str(s.seed)]
         return ["train", "--preset", s.phased, *seed, "--run-dir", str(runs / s.name), "--no-progress"]
@@ -105,7 +129,8 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
     wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
     rec = dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=setting_steps(s),
                init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
-               command="python -m miiii " + " ".join(command(s, runs)),
+               command=(hard_command(s, runs) + " && " if s.hard else "") + "python -m miiii "
+               + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
         done = [json.loads((p / "summary.json").read_text()) for p in phases]
@@ -212,6 +237,8 @@ def study(args) -> int:
 
         for s in SEARCH:
             if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
+                if s.hard:
+                    find_hard(s, args.runs)
                 if (rc := miiii(command(s, args.runs))) != 0:
                     return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
     settings = [r for s in SEARCH if not args.only or s.name in args.only
