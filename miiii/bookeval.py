@@ -42,15 +42,15 @@ class Evaluator:
         self.n = self.cfg.task.n_digits
         self.prompt_len = self.task.answer_start + 1  # tokens up to and including `=`
 
+    def decode(self, x: np.ndarray, n_new: int, batch: int = 5000) -> np.ndarray:
+        """(N, n_new) the tokens generated greedily after each prompt of `x`, in batches."""
+        return np.concatenate([np.asarray(greedy_decode(self.apply, self.params, x[i:i + batch, : self.prompt_len],
+                                                        n_new)) for i in range(0, len(x), batch)])
+
     def autoregressive(self, x: np.ndarray, y: np.ndarray, batch: int = 5000) -> np.ndarray:
         """(N,) bool: the whole answer span (digits and <EOS>) generated correctly."""
-        n_new = y.shape[1] - self.task.answer_start
-        ok = [
-            (greedy_decode(self.apply, self.params, x[i:i + batch, : self.prompt_len], n_new)
-             == y[i:i + batch, self.task.answer_start:]).all(1)
-            for i in range(0, len(x), batch)
-        ]
-        return np.concatenate(ok)
+        answer = y[:, self.task.answer_start:]
+        return (self.decode(x, answer.shape[1], batch) == answer).all(1)
 
     def teacher_forced(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         """(mean CE over all target positions, exact match of the answer span), eval mode."""

@@ -96,3 +96,34 @@ def test_a_targeted_round_replays_its_hard_pairs_as_about_half_the_set(tmp_path)
     assert f"task.n_train={REPLAY_N}" in cmd
     want = f"{tmp_path / 'a@1'} --pairs 100000 --out {tmp_path / 't.hard.npy'}"
     assert study.hard_command(s, tmp_path).endswith(want)
+
+
+def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_board, tmp_path):
+    """Against the exported numpy adder and plain integer arithmetic: where each wrong sum first differs, by how
+    much, and the column there (a_k + b_k + the carry into k)."""
+    from collections import Counter
+
+    from experiments.adderboard.hard import error_profile
+    from miiii.tokens import draw_distinct
+
+    prof = error_profile(untrained_board, 200, seed=5)
+    export_adder(untrained_board, tmp_path / "adder.py")
+    mod = load_module(tmp_path / "adder.py")
+    model, _ = mod.build_model()
+    firsts, offsets, columns, n_wrong = Counter(), Counter(), Counter(), 0
+    for a, b in draw_distinct(np.random.default_rng(5), 2, 2, 200, set()).tolist():
+        got, want = [f"{x:03d}"[::-1] for x in (mod.add(model, a, b), a + b)]
+        if got == want:
+            continue
+        n_wrong += 1
+        k = next(i for i in range(3) if got[i] != want[i])
+        firsts[k] += 1
+        offsets[(int(got[k]) - int(want[k])) % 10] += 1
+        carry = int(a % 10**k + b % 10**k >= 10**k)
+        columns[a // 10**k % 10 + b // 10**k % 10 + carry] += 1
+    assert prof["exact"] == 1 - n_wrong / 200 and n_wrong > 0
+    assert prof["first_wrong_digit"] == [firsts[k] for k in range(3)]
+    assert prof["first_offset"] == [offsets[d] for d in range(10)]
+    assert prof["first_column_value"] == [columns[v] for v in range(20)]
+    with pytest.raises(ConfigError, match="verifier"):
+        error_profile(untrained_board, 10, seed=2025)

@@ -34,6 +34,7 @@ from miiii.files import write_json_atomic, write_text_atomic
 UNIFORM = math.log(10)
 MARGINALS = (10 * math.log(10) + math.log(2)) / 11
 QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
+PROFILE_PAIRS, PROFILE_SEED = 20_000, 11  # a targeted round's error profile (hard.error_profile): its pairs, seed
 EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
 
 
@@ -132,6 +133,10 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                command=(hard_command(s, runs) + " && " if s.hard else "") + "python -m miiii "
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
+    if s.hard:  # a targeted round: where its run still goes wrong
+        from experiments.adderboard.hard import error_profile
+
+        rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
         done = [json.loads((p / "summary.json").read_text()) for p in phases]
         rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1),
@@ -207,6 +212,23 @@ def results_md(summary: dict) -> str:
                   for r in phased for k, x in enumerate(r["phases"], 1)]
         lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | "
                   f"{sum(x['wall_s'] for x in r['phases']) / 60:.1f} |" for r in phased]
+    profiled = [r for r in summary["settings"] if r.get("profile")]
+    if profiled:
+        lines += ["", "## Where the targeted rounds' runs go wrong", "",
+                  f"Each round's run decoding {PROFILE_PAIRS:,} uniform pairs of seed {PROFILE_SEED} "
+                  "(`experiments/adderboard/hard.py --profile`): at each wrong sum's first wrong digit, the predicted "
+                  "minus the true digit (mod 10), and the column value there (a_k + b_k + the carry into k, 0..19) "
+                  "with the first errors per such column among all the pairs' columns.", "",
+                  "| setting | exact match | first errors | off by ±1 | column values first wrong (share of "
+                  "such columns) |", "|---|---|---|---|---|"]
+        for r in profiled:
+            p = r["profile"]
+            n = sum(p["first_offset"])
+            first, base = p["first_column_value"], p["column_value_base"]
+            top = ", ".join(f"{v}: {first[v]:,} ({first[v] / base[v]:.1%})"
+                            for v in sorted(range(20), key=lambda v: -first[v])[:5] if first[v])
+            lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {p['first_offset'][1] + p['first_offset'][9]:,} "
+                         f"| {top} |")
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
