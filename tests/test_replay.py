@@ -84,12 +84,14 @@ def test_a_union_of_sources_keeps_each_row_once_and_reads_kept_rows(untrained_bo
     assert main([f"{untrained_board}@x", "--out", str(tmp_path / "v.npy")]) == 2
 
 
-def test_a_targeted_round_replays_its_hard_pairs_as_about_half_the_set(tmp_path):
+def test_a_targeted_round_replays_its_hard_pairs_as_its_share_of_the_set(tmp_path):
     from experiments.adderboard import study
     from experiments.adderboard.settings import REPLAY_N, targeted
 
     s = targeted("t", "w", "a", ("a@1",))
     np.save(study.hard_file(s, tmp_path), np.zeros((30_000, 2), np.int64))
+    three = study.command(targeted("t", "w", "a", ("a@1",), share=0.75), tmp_path)
+    assert f"task.replay_copies={round(3 * REPLAY_N / 30_000)}" in three  # 3 replayed rows to every fresh one
     cmd = study.command(s, tmp_path)
     assert cmd[cmd.index("--init-from") + 1] == str(tmp_path / "a")
     assert f"task.replay={tmp_path / 't.hard.npy'}" in cmd and f"task.replay_copies={round(REPLAY_N / 30_000)}" in cmd

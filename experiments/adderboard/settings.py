@@ -56,7 +56,8 @@ class Setting:
     seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
     hard: tuple[str, ...] = ()  # a solo phase's hard pairs: "SETTING@SEED", the pairs that run decodes wrong among
-    # HARD_PAIRS of that seed, united over the sources and replayed (task.replay) as about half the training set
+    # HARD_PAIRS of that seed, united over the sources and replayed (task.replay) beside REPLAY_N fresh pairs
+    hard_share: float = 0.5  # the replayed rows' share of the training set (the hard pairs repeated to about it)
 
 
 HARD_PAIRS = 100_000
@@ -87,16 +88,17 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
                     "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from=init_from, seed=7)
 
 
-def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], steps: int = 20_000) -> Setting:
+def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: float = 0.5,
+             steps: int = 20_000) -> Setting:
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
     cosine steps from 1e-3 to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
-    pairs and the pairs the `hard` runs decode wrong, repeated to about as many rows."""
+    pairs and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
     return Setting(name, f"{why}: {steps // 1000}k cosine steps from 1e-3 to 0 without weight decay (batch 256) on "
-                   f"{REPLAY_N // 1000}k fresh pairs and, repeated to about as many rows, the pairs "
-                   f"{' and '.join(hard)} decode wrong among {HARD_PAIRS // 1000}k of its seed",
+                   f"{REPLAY_N // 1000}k fresh pairs and the pairs {' and '.join(hard)} decode wrong among "
+                   f"{HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
                    (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", "optim.lr=1e-3", "optim.weight_decay=0",
                     "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
-                   init_from=init_from, seed=7, hard=hard)
+                   init_from=init_from, seed=7, hard=hard, hard_share=share)
 
 
 SEARCH = (
@@ -182,7 +184,13 @@ SEARCH = (
     targeted("41a1-m7-t1", "41a1-m7-long5 (the best 41 of the long stages) given a round of targeted fine-tuning",
              "41a1-m7-long5", ("41a1-m7-long5@1",)),
     *(targeted(f"41a1-m7-t{k}", f"41a1-m7-t{k - 1} given another round (its own wrong pairs, on a fresh seed)",
-               f"41a1-m7-t{k - 1}", (f"41a1-m7-t{k - 1}@{k}",)) for k in range(2, 7)),
+               f"41a1-m7-t{k - 1}", (f"41a1-m7-t{k - 1}@{k}",)) for k in range(2, 6)),
+    *(targeted(f"41a1-m7-q{k}", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1} given a round with its hard pairs at 75 % "
+               "of the set", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}",
+               (f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}@{k}",), share=0.75) for k in range(5, 11)),
+    *(targeted(f"41a1-m7-n{k}", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1} given a round with its hard pairs at 90 % "
+               "of the set", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}",
+               (f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}@{k}",), share=0.9) for k in range(6, 13)),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

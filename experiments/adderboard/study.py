@@ -70,12 +70,12 @@ def find_hard(s: Setting, runs: Path) -> None:
 
 def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME (a targeted round's after find_hard:
-    its hard pairs are repeated to about REPLAY_N rows)."""
+    its hard pairs are repeated to about its hard_share of the rows, beside REPLAY_N fresh ones)."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
     if s.hard:
         import numpy as np
 
-        copies = max(1, round(REPLAY_N / len(np.load(hard_file(s, runs)))))
+        copies = max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / len(np.load(hard_file(s, runs)))))
         sets += ["--set", f"task.replay={hard_file(s, runs)}", "--set", f"task.replay_copies={copies}"]
     if s.phased:
         seed = [] if s.seed is None else ["--seed", str(s.seed)]
