@@ -89,14 +89,14 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
 
 
 def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: float = 0.5,
-             steps: int = 20_000) -> Setting:
+             steps: int = 20_000, lr: str = "1e-3") -> Setting:
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
-    cosine steps from 1e-3 to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
+    cosine steps from `lr` to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
     pairs and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
-    return Setting(name, f"{why}: {steps // 1000}k cosine steps from 1e-3 to 0 without weight decay (batch 256) on "
+    return Setting(name, f"{why}: {steps // 1000}k cosine steps from {lr} to 0 without weight decay (batch 256) on "
                    f"{REPLAY_N // 1000}k fresh pairs and the pairs {' and '.join(hard)} decode wrong among "
                    f"{HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
-                   (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", "optim.lr=1e-3", "optim.weight_decay=0",
+                   (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
                     "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
                    init_from=init_from, seed=7, hard=hard, hard_share=share)
 
@@ -187,10 +187,14 @@ SEARCH = (
                f"41a1-m7-t{k - 1}", (f"41a1-m7-t{k - 1}@{k}",)) for k in range(2, 6)),
     *(targeted(f"41a1-m7-q{k}", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1} given a round with its hard pairs at 75 % "
                "of the set", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}",
-               (f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}@{k}",), share=0.75) for k in range(5, 11)),
+               (f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}@{k}",), share=0.75) for k in range(5, 7)),
     *(targeted(f"41a1-m7-n{k}", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1} given a round with its hard pairs at 90 % "
                "of the set", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}",
                (f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}@{k}",), share=0.9) for k in range(6, 13)),
+    *(targeted(f"41a1-m7-l{k}", f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1} given a round with its hard pairs at 90 % "
+               "of the set from a lower peak (41a1-m7-q6's 1e-3 restart fell far before it recovered)",
+               f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1}", (f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1}@{k}",),
+               share=0.9, lr="3e-4") for k in range(6, 13)),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
