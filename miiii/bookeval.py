@@ -29,13 +29,14 @@ JUMP_THRESHOLDS = (0.5, 0.99)
 class Evaluator:
     """A trained sequence model and its task, with the book's probes."""
 
-    def __init__(self, run_dir: str | Path | Run):
-        """A run directory, or a Run built in memory (a loop driven by hand: experiments/book/same_start.py)."""
+    def __init__(self, run_dir: str | Path | Run, task_cfg=None):
+        """A run directory, or a Run built in memory (a loop driven by hand: experiments/book/same_start.py);
+        `task_cfg` in place of the run's task config (a decoder that needs none of its data sets)."""
         run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
         if not run.config.task.is_sequence or not run.params:
             raise ConfigError(f"{run.path} is not a finished addition or reversal run")
         self.run, self.cfg = run, run.config
-        self.task = make_task(self.cfg.task)
+        self.task = make_task(task_cfg or self.cfg.task)
         self.model = build_model(self.cfg.model, self.task)
         self.params = jax.tree.map(jnp.asarray, run.params)
         self.apply = jax.jit(lambda p, x: self.model.apply({"params": p}, x))

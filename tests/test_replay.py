@@ -68,6 +68,8 @@ def test_replay_adds_the_rows_copies_times_without_held_out_pairs(tmp_path):
 
 
 def test_a_union_of_sources_keeps_each_row_once_and_reads_kept_rows(untrained_board, tmp_path):
+    import os
+
     from experiments.adderboard.hard import hard_union
 
     five, six = hard_pairs(untrained_board, 200, 5)[0], hard_pairs(untrained_board, 200, 6)[0]
@@ -76,12 +78,39 @@ def test_a_union_of_sources_keeps_each_row_once_and_reads_kept_rows(untrained_bo
     out = str(tmp_path / "u.npy")
     assert main([f"{untrained_board}@5", f"{untrained_board}@6", "--pairs", "200", "--out", out]) == 0
     assert (np.load(tmp_path / "u.npy") == both).all()
-    rows, tried = hard_union([(untrained_board, 5)], 200, keep=True)
     kept = untrained_board.with_name(f"{untrained_board.name}.hard-5-200.npy")
-    assert (rows == np.unique(five, axis=0)).all() and tried == 200 and (np.load(kept) == five).all()
-    np.save(kept, np.array([[1, 1]]))  # a kept source is read, not decoded again
-    assert hard_union([(untrained_board, 5)], 200, keep=True)[0].tolist() == [[1, 1]]
+    try:
+        rows, tried = hard_union([(untrained_board, 5)], 200, keep=True)
+        assert (rows == np.unique(five, axis=0)).all() and tried == 200 and (np.load(kept) == five).all()
+        np.save(kept, np.array([[1, 1]]))  # a kept source is read, not decoded again ...
+        assert hard_union([(untrained_board, 5)], 200, keep=True)[0].tolist() == [[1, 1]]
+        assert len(hard_union([(untrained_board, 5)], 100, keep=True)[0]) > 1  # ... for its own count of pairs
+        params = untrained_board / "params.npz"
+        os.utime(kept, (params.stat().st_mtime - 10,) * 2)  # older than its run (retrained): decoded again
+        assert (hard_union([(untrained_board, 5)], 200, keep=True)[0] == np.unique(five, axis=0)).all()
+    finally:
+        for f in untrained_board.parent.glob(f"{untrained_board.name}.hard-*.npy"):
+            f.unlink()
     assert main([f"{untrained_board}@x", "--out", str(tmp_path / "v.npy")]) == 2
+
+
+def test_column_values_by_hand():
+    from experiments.adderboard.hard import column_values
+
+    value, carry = column_values(np.array([[5, 5], [55, 45], [99, 99], [0, 7]]), 2)
+    assert value.tolist() == [[10, 1, 0], [10, 10, 1], [18, 19, 1], [7, 0, 0]]  # 99 + 99 = 198: 18, 9 + 9 + 1, 1
+    assert carry.astype(int).tolist() == [[0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 0]]
+
+
+def test_every_round_draws_its_hard_pairs_off_the_profile_verifier_and_held_out_seeds():
+    from experiments.adderboard import study
+    from experiments.adderboard.hard import source
+    from experiments.adderboard.settings import targeted
+
+    seeds = [source(h, 0)[1] for s in study.SEARCH for h in s.hard]
+    assert seeds and not {study.PROFILE_SEED, 2025, 123} & set(seeds)
+    with pytest.raises(ValueError, match="strictly between"):
+        targeted("t", "w", "a", ("a@1",), share=1.0)
 
 
 def test_a_targeted_round_replays_its_hard_pairs_as_its_share_of_the_set(tmp_path):
@@ -112,20 +141,29 @@ def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_b
     export_adder(untrained_board, tmp_path / "adder.py")
     mod = load_module(tmp_path / "adder.py")
     model, _ = mod.build_model()
-    firsts, offsets, columns, n_wrong = Counter(), Counter(), Counter(), 0
+    firsts, offsets, columns, base, signs, n_wrong = Counter(), Counter(), Counter(), Counter(), Counter(), 0
+    per_digit = np.zeros(3)
     for a, b in draw_distinct(np.random.default_rng(5), 2, 2, 200, set()).tolist():
+        carries = [int(a % 10**k + b % 10**k >= 10**k) for k in range(2)]
+        base.update(a // 10**k % 10 + b // 10**k % 10 + carries[k] for k in range(2))
         got, want = [f"{x:03d}"[::-1] for x in (mod.add(model, a, b), a + b)]
+        per_digit += [g != w for g, w in zip(got, want, strict=True)]
         if got == want:
             continue
         n_wrong += 1
         k = next(i for i in range(3) if got[i] != want[i])
         firsts[k] += 1
-        offsets[(int(got[k]) - int(want[k])) % 10] += 1
+        offset = (int(got[k]) - int(want[k])) % 10
+        offsets[offset] += 1
         carry = int(a % 10**k + b % 10**k >= 10**k)
         columns[a // 10**k % 10 + b // 10**k % 10 + carry] += 1
+        signs[carry, offset] += 1
     assert prof["exact"] == 1 - n_wrong / 200 and n_wrong > 0
     assert prof["first_wrong_digit"] == [firsts[k] for k in range(3)]
     assert prof["first_offset"] == [offsets[d] for d in range(10)]
     assert prof["first_column_value"] == [columns[v] for v in range(20)]
+    assert prof["column_value_base"] == [base[v] for v in range(20)]
+    assert prof["first_carry_by_sign"] == [[signs[c, d] for d in (1, 9)] for c in (0, 1)]
+    assert np.allclose(prof["wrong_per_digit"], per_digit / 200, atol=1e-5)
     with pytest.raises(ConfigError, match="verifier"):
         error_profile(untrained_board, 10, seed=2025)

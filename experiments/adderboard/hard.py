@@ -1,79 +1,96 @@
-"""Hard examples: the pairs a trained adder gets wrong, found by autoregressive decoding of random pairs drawn with
-the trainer's own seed (never the verifier's 2025), written as a .npy for the next phase's `task.replay`.
+"""Hard examples: the pairs a trained adder decodes wrong, for the next phase's `task.replay`.
+
+Found by autoregressive decoding of uniform pairs drawn with a seed of the trainer's (never the verifier's 2025 or
+the held-out set's), written as a .npy of operand rows; or, with --profile, where a board run's wrong sums go wrong.
 
     python -m experiments.adderboard.hard RUN_DIR --pairs 100000 --seed 1 --out hard.npy
     python -m miiii train --preset P --init-from RUN_DIR --set task.replay=hard.npy --set task.replay_copies=20
     python -m experiments.adderboard.hard RUN_A@1 RUN_B@2 --out hard.npy   # the union of two runs' (seeds 1, 2)
-    python -m experiments.adderboard.hard RUN@11 --pairs 20000 --profile --out profile.json   # where it goes wrong
+    python -m experiments.adderboard.hard RUN@1000 --pairs 20000 --profile --out profile.json   # where it goes wrong
 
-Runtime: the run's model decodes in batches of 5,000 under jit; 100,000 10-digit pairs take about a minute on a CPU
-for the AdderBoard presets. Expected: prints how many pairs were wrong and writes them (operand rows, int64).
+Runtime: the run's model decodes in batches of 5,000 under jit; 100,000 10-digit pairs take about 40 s on a CPU
+core for the AdderBoard presets. Expected: prints how many distinct pairs were wrong and writes them (int64 rows).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from miiii.errors import ConfigError, OneLineParser, module_prog, one_line_errors
-from miiii.files import write_json_atomic
+from miiii.files import write_atomic, write_json_atomic
 
 
-def hard_pairs(run_dir: Path, n_pairs: int, seed: int) -> tuple[np.ndarray, int]:
-    """(the wrong operand rows, how many were tried): uniform n-digit pairs of numpy's default_rng(seed)."""
+def decoded(run_dir: Path, n_pairs: int, seed: int):
+    """(the run's Evaluator, n_pairs distinct uniform pairs of numpy's default_rng(seed), their token rows). The
+    Evaluator's task is built without the run's training set (a replay file of millions of rows, by a relative path)."""
+    from dataclasses import replace
+
     from miiii.bookeval import Evaluator
+    from miiii.run import load_run
     from miiii.tasks import task_spec
     from miiii.tokens import draw_distinct
 
-    ev = Evaluator(run_dir)
-    spec = task_spec(ev.cfg.task.name)
-    if seed in (2025, ev.cfg.task.valid_seed):
-        raise ConfigError(f"--seed {seed} is the verifier's or the held-out set's; hard examples come from other seeds")
+    run = load_run(run_dir)
+    task = run.config.task
+    if seed in (2025, task.valid_seed):
+        raise ConfigError(f"seed {seed} is the verifier's or the held-out set's; hard examples and profiles come from "
+                          "other seeds")
+    ev = Evaluator(run, replace(task, replay="", n_train=8, n_valid=8))
+    spec = task_spec(task.name)
     ops = draw_distinct(np.random.default_rng(seed), spec.operands, ev.n, n_pairs, set())
-    seq = spec.encode(ops, ev.n)
+    return ev, ops, spec.encode(ops, ev.n)
+
+
+def hard_pairs(run_dir: Path, n_pairs: int, seed: int) -> tuple[np.ndarray, int]:
+    """(the wrong operand rows, how many were tried)."""
+    ev, ops, seq = decoded(run_dir, n_pairs, seed)
     ok = ev.autoregressive(seq[:, :-1], seq[:, 1:])
     return ops[~ok].astype(np.int64), len(ops)
 
 
-def column_values(ops: np.ndarray, n: int) -> np.ndarray:
-    """(N, n + 1): a_k + b_k + the carry into column k, ones first (column n: the carry out alone), 0..19; its value
-    mod 10 is the sum's digit k."""
+def column_values(ops: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N, n + 1) each: a_k + b_k + the carry into column k (0..19; its value mod 10 is the sum's digit k), and that
+    carry, ones first (column n: the carry out alone)."""
+    if n > 17:
+        raise ConfigError(f"{n}-digit operands: column values are computed in int64, up to 17 digits")
     a, b = (np.asarray(ops[:, i], np.int64) for i in (0, 1))
     place = 10 ** np.arange(n + 1, dtype=np.int64)
     carry = (a[:, None] % place + b[:, None] % place) >= place  # the lower columns' sum overflows into column k
-    return a[:, None] // place % 10 + b[:, None] // place % 10 + carry
+    return a[:, None] // place % 10 + b[:, None] // place % 10 + carry, carry
+
+
+def off_by_one(profile: dict) -> int:
+    """How many of a profile's first wrong digits are one above or below the true digit."""
+    return profile["first_offset"][1] + profile["first_offset"][9]
 
 
 def error_profile(run_dir: Path, n_pairs: int, seed: int) -> dict:
-    """Where a board run's wrong answers go wrong, on uniform pairs of `seed`: per answer digit how often it is
-    wrong, and at each wrong answer's first wrong digit the predicted minus the true digit (mod 10) and the column
-    value (a_k + b_k + carry in) there. Off by one at a few column values is a readout near a digit boundary;
-    errors after a carry alone are a carry not passed on."""
-    from miiii.bookeval import Evaluator
-    from miiii.tasks import task_spec
-    from miiii.tokens import draw_distinct
-
-    ev = Evaluator(run_dir)
+    """Where a board run's wrong sums go wrong: per answer digit how often it is wrong, and at each wrong sum's first
+    wrong digit the predicted minus the true digit (mod 10), the column value there (a_k + b_k + the carry in) and
+    that carry against the offset's sign. A digit one low after a carry in (or one high without one) is what a lost
+    (or invented) carry gives; one high after a carry in, or one low without one, is not a carry's doing."""
+    ev, ops, seq = decoded(run_dir, n_pairs, seed)
     if ev.cfg.task.name != "board":
         raise ConfigError(f"{run_dir}: a {ev.cfg.task.name} run; the profile reads the board task's answer digits")
-    if seed in (2025, ev.cfg.task.valid_seed):
-        raise ConfigError(f"--seed {seed} is the verifier's or the held-out set's; profiles use other seeds")
-    ops = draw_distinct(np.random.default_rng(seed), 2, ev.n, n_pairs, set())
-    seq = task_spec("board").encode(ops, ev.n)
     true = seq[:, ev.task.answer_start + 1:]  # (N, n + 1) the sum's digits, ones first
     pred = ev.decode(seq[:, :-1], true.shape[1])
     wrong = pred != true
     rows = np.flatnonzero(wrong.any(1))
-    first = wrong[rows].argmax(1)
-    at = (rows, first)
+    at = (rows, wrong[rows].argmax(1))  # each wrong sum's first wrong digit
+    value, carry = column_values(ops, ev.n)
+    offset = (pred[at] - true[at]) % 10
     return dict(run=str(run_dir), seed=seed, pairs=n_pairs, exact=1 - len(rows) / n_pairs,
                 wrong_per_digit=wrong.mean(0).round(5).tolist(),
-                first_wrong_digit=np.bincount(first, minlength=ev.n + 1).tolist(),
-                first_offset=np.bincount((pred[at] - true[at]) % 10, minlength=10).tolist(),
-                first_column_value=np.bincount(column_values(ops, ev.n)[at], minlength=20).tolist(),
-                column_value_base=np.bincount(column_values(ops, ev.n).ravel(), minlength=20).tolist())
+                first_wrong_digit=np.bincount(at[1], minlength=ev.n + 1).tolist(),
+                first_offset=np.bincount(offset, minlength=10).tolist(),
+                first_column_value=np.bincount(value[at], minlength=20).tolist(),
+                column_value_base=np.bincount(value[:, :ev.n].ravel(), minlength=20).tolist(),
+                # [carry in 0, 1] x [one high, one low] at the first wrong digit
+                first_carry_by_sign=[[int(((carry[at] == c) & (offset == d)).sum()) for d in (1, 9)] for c in (0, 1)])
 
 
 def source(arg: str, seed: int) -> tuple[Path, int]:
@@ -90,11 +107,11 @@ def source(arg: str, seed: int) -> tuple[Path, int]:
 def hard_union(sources, n_pairs: int, keep: bool = False) -> tuple[np.ndarray, int]:
     """The wrong rows of every (run, seed) source, each row once (sorted), and how many pairs were tried in all:
     the accumulated error pairs of iterated targeted fine-tuning, each round's found on a fresh seed. `keep`: each
-    source's rows are kept beside its run (RUN.hard-SEED-PAIRS.npy) and read from there the next time."""
+    source's rows are kept beside its run (RUN.hard-SEED-PAIRS.npy) and read from there while newer than its run."""
     found = []
     for run, seed in sources:
         kept = run.with_name(f"{run.name}.hard-{seed}-{n_pairs}.npy")
-        if keep and kept.is_file():
+        if keep and kept.is_file() and kept.stat().st_mtime > (run / "params.npz").stat().st_mtime:
             found.append(np.load(kept))
             continue
         wrong, _ = hard_pairs(run, n_pairs, seed)
@@ -105,10 +122,8 @@ def hard_union(sources, n_pairs: int, keep: bool = False) -> tuple[np.ndarray, i
 
 
 def save_atomic(path: Path, rows: np.ndarray) -> None:
-    """`rows` as the .npy `path`, written whole or not at all."""
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, rows)
-    tmp.replace(path)
+    """`rows` as the .npy `path`, written whole or not at all (a temporary name of this process's own)."""
+    write_atomic(path, path.with_name(f"{path.name}.{os.getpid()}.tmp"), lambda f: np.save(f, rows))
 
 
 def main(argv=None) -> int:
@@ -118,24 +133,27 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     ap = OneLineParser(prog=module_prog(), description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", metavar="RUN[@SEED]",
-                    help="finished addition or board runs, each with its own seed after @ (else --seed): their "
-                         "wrong pairs, united")
-    ap.add_argument("--pairs", type=int, default=100_000, help="random pairs to decode (default 100,000)")
+                    help="finished addition or board runs, each with its own seed after @ (else --seed); the hard "
+                         "pairs are their wrong pairs, united")
+    ap.add_argument("--pairs", type=int, default=100_000,
+                    help="uniform pairs each run decodes (default 100,000)")
     ap.add_argument("--seed", type=int, default=1,
-                    help="the seed of a run given without @: the trainer's own, not 2025 (default 1)")
-    ap.add_argument("--out", type=Path, required=True, help="the .npy to write (refused if it exists)")
+                    help="the seed that draws the pairs of a run given without @ (default 1); the verifier's 2025 and "
+                         "the held-out set's (task.valid_seed, 123) are refused")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="the file to write, refused if it exists: a .npy of (a, b) rows, or with --profile a .json")
     ap.add_argument("--profile", action="store_true",
-                    help="write each board run's error profile (where its wrong answers go wrong: error_profile) to "
-                         "--out as JSON, in place of the hard pairs")
+                    help="write each board run's error profile in place of the hard pairs: per answer digit how often "
+                         "it is wrong, and at each wrong sum's first wrong digit its offset, its column value (a_k + "
+                         "b_k + carry in) and that carry")
     args = ap.parse_args(argv)
     if args.out.exists():
         raise ConfigError(f"{args.out} exists; choose another --out")
     if args.profile:
         profiles = [error_profile(run, args.pairs, seed) for run, seed in (source(r, args.seed) for r in args.runs)]
         write_json_atomic(args.out, profiles)
-        print("\n".join(f"{p['run']}: exact {p['exact']:.4f}; first wrong digits off by {{±1: "
-                         f"{p['first_offset'][1] + p['first_offset'][9]:,} of {sum(p['first_offset']):,}}}"
-                         for p in profiles) + f"; written to {args.out}")
+        print("\n".join(f"{p['run']}: exact {p['exact']:.4f}; first wrong digits off by one: {off_by_one(p):,} of "
+                         f"{sum(p['first_offset']):,}" for p in profiles) + f"; written to {args.out}")
         return 0
     wrong, tried = hard_union([source(r, args.seed) for r in args.runs], args.pairs)
     save_atomic(args.out, wrong)

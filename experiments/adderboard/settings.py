@@ -93,12 +93,27 @@ def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: 
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
     cosine steps from `lr` to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
     pairs and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
+    if not 0 < share < 1:
+        raise ValueError(f"{name}: share = {share} must lie strictly between 0 and 1")
     return Setting(name, f"{why}: {steps // 1000}k cosine steps from {lr} to 0 without weight decay (batch 256) on "
                    f"{REPLAY_N // 1000}k fresh pairs and the pairs {' and '.join(hard)} decode wrong among "
                    f"{HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
                    (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
                     "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
                    init_from=init_from, seed=7, hard=hard, hard_share=share)
+
+
+def chain(stem: str, start: str, rounds: range, why: str, keep: tuple[str, ...] | None = None,
+          **kw) -> tuple[Setting, ...]:
+    """Targeted rounds STEM{k} for k in `rounds`, each from the run before it (the first from `start`), its hard
+    pairs that run's wrong pairs among those of seed k; with `keep` (earlier sources) every round's are united with
+    all the chain's earlier ones, as the entries' iterated fine-tuning accumulates its error pairs."""
+    out, before, hard = [], start, keep
+    for k in rounds:
+        hard = (*hard, f"{before}@{k}") if keep is not None else (f"{before}@{k}",)
+        out.append(targeted(f"{stem}{k}", f"{before} given {why}", before, hard, **kw))
+        before = f"{stem}{k}"
+    return tuple(out)
 
 
 SEARCH = (
@@ -181,20 +196,15 @@ SEARCH = (
     long_stage("41a1-m7-long4-3e-4", "41a1-m7-long3 continued from the lower peak", "41a1-m7-long3", lr="3e-4"),
     long_stage("41a1-m7-long5", "41a1-m7-long4-3e-4 given the 1e-3 stage again (it ended above the 3e-4 one from the "
                "same start)", "41a1-m7-long4-3e-4"),
-    targeted("41a1-m7-t1", "41a1-m7-long5 (the best 41 of the long stages) given a round of targeted fine-tuning",
-             "41a1-m7-long5", ("41a1-m7-long5@1",)),
-    *(targeted(f"41a1-m7-t{k}", f"41a1-m7-t{k - 1} given another round (its own wrong pairs, on a fresh seed)",
-               f"41a1-m7-t{k - 1}", (f"41a1-m7-t{k - 1}@{k}",)) for k in range(2, 6)),
-    *(targeted(f"41a1-m7-q{k}", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1} given a round with its hard pairs at 75 % "
-               "of the set", f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}",
-               (f"41a1-m7-{'t' if k == 5 else 'q'}{k - 1}@{k}",), share=0.75) for k in range(5, 7)),
-    *(targeted(f"41a1-m7-n{k}", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1} given a round with its hard pairs at 90 % "
-               "of the set", f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}",
-               (f"41a1-m7-{'q' if k == 6 else 'n'}{k - 1}@{k}",), share=0.9) for k in range(6, 13)),
-    *(targeted(f"41a1-m7-l{k}", f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1} given a round with its hard pairs at 90 % "
-               "of the set from a lower peak (41a1-m7-q6's 1e-3 restart fell far before it recovered)",
-               f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1}", (f"41a1-m7-{'q' if k == 6 else 'l'}{k - 1}@{k}",),
-               share=0.9, lr="3e-4") for k in range(6, 13)),
+    *chain("41a1-m7-t", "41a1-m7-long5", range(1, 6), "a round of targeted fine-tuning, its hard pairs half the set"),
+    *chain("41a1-m7-q", "41a1-m7-t4", range(5, 7), "a round with its hard pairs at 75 % of the set", share=0.75),
+    *chain("41a1-m7-n", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set", share=0.9),
+    *chain("41a1-m7-l", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set from a lower "
+           "peak (41a1-m7-q6's 1e-3 restart fell far before it recovered)", share=0.9, lr="3e-4"),
+    *chain("41a1-m7-a", "41a1-m7-n6", range(7, 13), "a round at 90 % from 3e-4 on every hard pair of the chain so "
+           "far (the rounds on their run's own alone rose and fell)", keep=("41a1-m7-q5@6",), share=0.9, lr="3e-4"),
+    *chain("41a1-m7-p", "41a1-m7-n6", range(7, 13), "a round as 41a1-m7-a's from 1e-4", keep=("41a1-m7-q5@6",),
+           share=0.9, lr="1e-4"),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

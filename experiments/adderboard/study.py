@@ -24,6 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from experiments.adderboard.hard import error_profile, off_by_one
 from experiments.adderboard.settings import HARD_PAIRS, REPLAY_N, SEARCH, Setting
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
@@ -34,7 +35,8 @@ from miiii.files import write_json_atomic, write_text_atomic
 UNIFORM = math.log(10)
 MARGINALS = (10 * math.log(10) + math.log(2)) / 11
 QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
-PROFILE_PAIRS, PROFILE_SEED = 20_000, 11  # a targeted round's error profile (hard.error_profile): its pairs, seed
+# a targeted round's error profile (hard.error_profile): its pairs, and a seed no round draws its hard pairs with
+PROFILE_PAIRS, PROFILE_SEED = 20_000, 1000
 EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
 
 
@@ -51,6 +53,7 @@ def setting_steps(s: Setting) -> int:
 
 
 def hard_file(s: Setting, runs: Path) -> Path:
+    """Where a targeted round's united hard pairs are written (beside its run, which must not exist before it)."""
     return runs / f"{s.name}.hard.npy"
 
 
@@ -75,7 +78,10 @@ def command(s: Setting, runs: Path) -> list[str]:
     if s.hard:
         import numpy as np
 
-        copies = max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / len(np.load(hard_file(s, runs)))))
+        n_hard = len(np.load(hard_file(s, runs)))
+        if not n_hard:
+            raise ConfigError(f"{s.name}: {', '.join(s.hard)} decoded every pair right; no hard pairs to replay")
+        copies = max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / n_hard))
         sets += ["--set", f"task.replay={hard_file(s, runs)}", "--set", f"task.replay_copies={copies}"]
     if s.phased:
         seed = [] if s.seed is None else ["--seed", str(s.seed)]
@@ -134,7 +140,6 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
     if s.hard:  # a targeted round: where its run still goes wrong
-        from experiments.adderboard.hard import error_profile
 
         rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
@@ -219,16 +224,18 @@ def results_md(summary: dict) -> str:
                   "(`experiments/adderboard/hard.py --profile`): at each wrong sum's first wrong digit, the predicted "
                   "minus the true digit (mod 10), and the column value there (a_k + b_k + the carry into k, 0..19) "
                   "with the first errors per such column among all the pairs' columns.", "",
-                  "| setting | exact match | first errors | off by ±1 | column values first wrong (share of "
-                  "such columns) |", "|---|---|---|---|---|"]
+                  "*Carry-shaped*: of the first wrong digits off by one, those one low after a carry in or one high "
+                  "without one, what a lost or an invented carry gives.", "",
+                  "| setting | exact match | first errors | off by ±1 | carry-shaped | column values first wrong "
+                  "(share of such columns) |", "|---|---|---|---|---|---|"]
         for r in profiled:
             p = r["profile"]
             n = sum(p["first_offset"])
             first, base = p["first_column_value"], p["column_value_base"]
             top = ", ".join(f"{v}: {first[v]:,} ({first[v] / base[v]:.1%})"
                             for v in sorted(range(20), key=lambda v: -first[v])[:5] if first[v])
-            lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {p['first_offset'][1] + p['first_offset'][9]:,} "
-                         f"| {top} |")
+            carry = p["first_carry_by_sign"][1][1] + p["first_carry_by_sign"][0][0]
+            lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {off_by_one(p):,} | {carry:,} | {top} |")
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
