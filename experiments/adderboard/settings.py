@@ -201,7 +201,7 @@ SEARCH = (
     *chain("41a1-m7-n", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set", share=0.9),
     *chain("41a1-m7-l", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set from a lower "
            "peak (41a1-m7-q6's 1e-3 restart fell far before it recovered)", share=0.9, lr="3e-4"),
-    *chain("41a1-m7-a", "41a1-m7-n6", range(7, 11), "a round at 90 % from 3e-4 on every hard pair of the chain so "
+    *chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 3e-4 on every hard pair of the chain so "
            "far (the rounds on their run's own alone rose and fell)", keep=("41a1-m7-q5@6",), share=0.9, lr="3e-4"),
     *chain("41a1-m7-p", "41a1-m7-n6", range(7, 11), "a round as 41a1-m7-a's from 1e-4", keep=("41a1-m7-q5@6",),
            share=0.9, lr="1e-4"),
