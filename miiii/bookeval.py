@@ -19,7 +19,7 @@ from miiii.model import build_model, count_params
 from miiii.provenance import to_jsonable
 from miiii.run import Run, load_run
 from miiii.rundir import write_book_report
-from miiii.tasks import loss_floor, make_task, task_spec
+from miiii.tasks import TaskConfig, loss_floor, make_task, task_spec
 from miiii.tokens import decode
 from miiii.train import greedy_decode, steps_per_epoch
 
@@ -29,9 +29,10 @@ JUMP_THRESHOLDS = (0.5, 0.99)
 class Evaluator:
     """A trained sequence model and its task, with the book's probes."""
 
-    def __init__(self, run_dir: str | Path | Run, task_cfg=None):
+    def __init__(self, run_dir: str | Path | Run, task_cfg: TaskConfig | None = None):
         """A run directory, or a Run built in memory (a loop driven by hand: experiments/book/same_start.py);
-        `task_cfg` in place of the run's task config (a decoder that needs none of its data sets)."""
+        `task_cfg` in place of the run's task config, for a decoder that needs none of its data sets (its held-out
+        set then is task_cfg's: `report` and `curves` want the run's own)."""
         run = run_dir if isinstance(run_dir, Run) else load_run(run_dir)
         if not run.config.task.is_sequence or not run.params:
             raise ConfigError(f"{run.path} is not a finished addition or reversal run")

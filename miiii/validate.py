@@ -128,8 +128,9 @@ def check_norm_groups(m) -> None:
 
 
 def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
-    """Reject configs that cannot run, with a message that names the fix. `host` False leaves out the one check that
-    depends on this machine (its memory), so a run written on a larger one still reads back (rundir.read_config)."""
+    """Reject configs that cannot run, with a message that names the fix. `host` False leaves out the checks that
+    depend on this machine (its memory, and the replay file a config names by its path), so a run written on a larger
+    machine or in another folder still reads back (rundir.read_config)."""
     t, m, o, tr = cfg.task, cfg.model, cfg.optim, cfg.train
     check_ranges(cfg)
     spec = task_spec(t.name)  # ConfigError for a name the registry does not know
@@ -167,7 +168,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         if not 0 <= t.train_digits <= t.n_digits:
             raise ConfigError(f"task.train_digits = {t.train_digits} must lie in 0 .. task.n_digits = {t.n_digits} "
                               "(0 = n_digits)")
-        if t.replay:
+        if t.replay and host:
             check_replay(t, spec)
         space = spec.n_samples(replace(t, n_digits=t.train_digits or t.n_digits))
         if t.n_train < 1 or t.n_valid < 1:

@@ -134,7 +134,7 @@ def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_b
     much, and the column there (a_k + b_k + the carry into k)."""
     from collections import Counter
 
-    from experiments.adderboard.hard import error_profile
+    from experiments.adderboard.hard import carry_shaped, error_profile
     from miiii.tokens import draw_distinct
 
     prof = error_profile(untrained_board, 200, seed=5)
@@ -164,6 +164,42 @@ def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_b
     assert prof["first_column_value"] == [columns[v] for v in range(20)]
     assert prof["column_value_base"] == [base[v] for v in range(20)]
     assert prof["first_carry_by_sign"] == [[signs[c, d] for d in (1, 9)] for c in (0, 1)]
+    assert carry_shaped(prof) == signs[1, 9] + signs[0, 1]  # one low after a carry, one high without one
     assert np.allclose(prof["wrong_per_digit"], per_digit / 200, atol=1e-5)
     with pytest.raises(ConfigError, match="verifier"):
         error_profile(untrained_board, 10, seed=2025)
+
+
+def test_a_targeted_run_decodes_without_its_replay_file(untrained_board, tmp_path):
+    """A round's config names its replay file by a relative path; the decoder builds no training set, so a run read
+    from elsewhere (or whose file is gone) still yields its hard pairs."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(untrained_board, run)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["task"].update(replay="runs/gone.hard.npy", replay_copies=3)
+    (run / "config.json").write_text(json.dumps(cfg))
+    (run / "checksums.json").unlink(missing_ok=True)
+    assert (hard_pairs(run, 50, 5)[0] == hard_pairs(untrained_board, 50, 5)[0]).all()
+
+
+def test_chains_unite_their_hard_pairs_and_a_round_needs_some(tmp_path):
+    from experiments.adderboard import study
+    from experiments.adderboard.settings import chain, targeted
+
+    plain = chain("c", "s", range(1, 4), "w")
+    assert [(r.name, r.init_from, r.hard) for r in plain] == [("c1", "s", ("s@1",)), ("c2", "c1", ("c1@2",)),
+                                                              ("c3", "c2", ("c2@3",))]
+    kept = chain("c", "s", range(1, 3), "w", keep=("x@9",))
+    assert [r.hard for r in kept] == [("x@9", "s@1"), ("x@9", "s@1", "c1@2")]
+    for bad in (dict(share=0.0), dict(hard=("a",))):
+        with pytest.raises(ValueError):
+            targeted("t", "w", "a", **{"hard": ("a@1",), **bad})
+    s = targeted("t", "w", "a", ("a@1",))
+    with pytest.raises(ConfigError, match="missing"):
+        study.command(s, tmp_path)
+    np.save(study.hard_file(s, tmp_path), np.zeros((0, 2), np.int64))
+    with pytest.raises(ConfigError, match="no hard pairs"):
+        study.command(s, tmp_path)

@@ -24,7 +24,7 @@ from miiii.errors import ConfigError, OneLineParser, module_prog, one_line_error
 from miiii.files import write_atomic, write_json_atomic
 
 
-def decoded(run_dir: Path, n_pairs: int, seed: int):
+def pairs_for(run_dir: Path, n_pairs: int, seed: int) -> tuple:
     """(the run's Evaluator, n_pairs distinct uniform pairs of numpy's default_rng(seed), their token rows). The
     Evaluator's task is built without the run's training set (a replay file of millions of rows, by a relative path)."""
     from dataclasses import replace
@@ -47,7 +47,7 @@ def decoded(run_dir: Path, n_pairs: int, seed: int):
 
 def hard_pairs(run_dir: Path, n_pairs: int, seed: int) -> tuple[np.ndarray, int]:
     """(the wrong operand rows, how many were tried)."""
-    ev, ops, seq = decoded(run_dir, n_pairs, seed)
+    ev, ops, seq = pairs_for(run_dir, n_pairs, seed)
     ok = ev.autoregressive(seq[:, :-1], seq[:, 1:])
     return ops[~ok].astype(np.int64), len(ops)
 
@@ -68,12 +68,19 @@ def off_by_one(profile: dict) -> int:
     return profile["first_offset"][1] + profile["first_offset"][9]
 
 
+def carry_shaped(profile: dict) -> int:
+    """How many of a profile's first wrong digits are one low after a carry in or one high without one: what a lost
+    or an invented carry gives."""
+    (no_carry_high, _), (_, carry_low) = profile["first_carry_by_sign"]  # [carry in 0, 1] x [one high, one low]
+    return no_carry_high + carry_low
+
+
 def error_profile(run_dir: Path, n_pairs: int, seed: int) -> dict:
     """Where a board run's wrong sums go wrong: per answer digit how often it is wrong, and at each wrong sum's first
     wrong digit the predicted minus the true digit (mod 10), the column value there (a_k + b_k + the carry in) and
     that carry against the offset's sign. A digit one low after a carry in (or one high without one) is what a lost
     (or invented) carry gives; one high after a carry in, or one low without one, is not a carry's doing."""
-    ev, ops, seq = decoded(run_dir, n_pairs, seed)
+    ev, ops, seq = pairs_for(run_dir, n_pairs, seed)
     if ev.cfg.task.name != "board":
         raise ConfigError(f"{run_dir}: a {ev.cfg.task.name} run; the profile reads the board task's answer digits")
     true = seq[:, ev.task.answer_start + 1:]  # (N, n + 1) the sum's digits, ones first

@@ -56,12 +56,13 @@ class Setting:
     seed: int | None = None  # a solo phase's seed (0 if None); a phased preset's (its own if None)
     phased: str = ""  # a phased preset (presets.PHASED) trained whole: its last phase is the setting's run
     hard: tuple[str, ...] = ()  # a solo phase's hard pairs: "SETTING@SEED", the pairs that run decodes wrong among
-    # HARD_PAIRS of that seed, united over the sources and replayed (task.replay) beside REPLAY_N fresh pairs
+    # HARD_PAIRS of that seed, united over the sources and replayed (task.replay) beside REPLAY_N training pairs
     hard_share: float = 0.5  # the replayed rows' share of the training set (the hard pairs repeated to about it)
 
 
 HARD_PAIRS = 100_000
-REPLAY_N = 500_000  # a targeted round's fresh training pairs; its hard pairs are repeated to about as many rows
+# a targeted round's pairs of the training draw (seed 42: the first of the 2M the earlier stages trained on)
+REPLAY_N = 500_000
 
 
 def continued(model: tuple[str, ...], member: str, seed: int, stem: str, why: str) -> tuple[Setting, ...]:
@@ -91,13 +92,15 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
 def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: float = 0.5,
              steps: int = 20_000, lr: str = "1e-3") -> Setting:
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
-    cosine steps from `lr` to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N fresh
-    pairs and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
+    cosine steps from `lr` to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N pairs
+    of the training draw and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
+    if not all("@" in h for h in hard):
+        raise ValueError(f"{name}: every hard source is SETTING@SEED (the seed its pairs are drawn with)")
     if not 0 < share < 1:
         raise ValueError(f"{name}: share = {share} must lie strictly between 0 and 1")
     return Setting(name, f"{why}: {steps // 1000}k cosine steps from {lr} to 0 without weight decay (batch 256) on "
-                   f"{REPLAY_N // 1000}k fresh pairs and the pairs {' and '.join(hard)} decode wrong among "
-                   f"{HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
+                   f"{REPLAY_N // 1000}k pairs of the training draw and the pairs {' and '.join(hard)} decode wrong "
+                   f"among {HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
                    (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
                     "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
                    init_from=init_from, seed=7, hard=hard, hard_share=share)
@@ -114,6 +117,12 @@ def chain(stem: str, start: str, rounds: range, why: str, keep: tuple[str, ...] 
         out.append(targeted(f"{stem}{k}", f"{before} given {why}", before, hard, **kw))
         before = f"{stem}{k}"
     return tuple(out)
+
+
+# united hard pairs: n6's round's (q5@6), then every round's of the chain so far (the rounds on their run's own alone
+# rose and fell)
+ROUNDS_A = chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 3e-4 on the hard pairs of 41a1-m7-n6's "
+                 "round and of every round of the chain so far", keep=("41a1-m7-q5@6",), share=0.9, lr="3e-4")
 
 
 SEARCH = (
@@ -200,11 +209,12 @@ SEARCH = (
     *chain("41a1-m7-q", "41a1-m7-t4", range(5, 7), "a round with its hard pairs at 75 % of the set", share=0.75),
     *chain("41a1-m7-n", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set", share=0.9),
     *chain("41a1-m7-l", "41a1-m7-q5", range(6, 8), "a round with its hard pairs at 90 % of the set from a lower "
-           "peak (41a1-m7-q6's 1e-3 restart fell far before it recovered)", share=0.9, lr="3e-4"),
-    *chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 3e-4 on every hard pair of the chain so "
-           "far (the rounds on their run's own alone rose and fell)", keep=("41a1-m7-q5@6",), share=0.9, lr="3e-4"),
+           "peak (41a1-m7-q6 gained nothing from its 1e-3 restart)", share=0.9, lr="3e-4"),
+    *ROUNDS_A,
     *chain("41a1-m7-p", "41a1-m7-n6", range(7, 11), "a round as 41a1-m7-a's from 1e-4", keep=("41a1-m7-q5@6",),
            share=0.9, lr="1e-4"),
+    *chain("41a1-m7-b", "41a1-m7-a10", range(11, 18), "a round as 41a1-m7-a's from 1e-3 (the peak of the rounds that "
+           "gained most, before they stopped gaining)", keep=ROUNDS_A[3].hard, share=0.9),  # a10's
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

@@ -24,7 +24,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from experiments.adderboard.hard import error_profile, off_by_one
+import numpy as np
+
+from experiments.adderboard.hard import carry_shaped, error_profile, hard_union, off_by_one, save_atomic, source
 from experiments.adderboard.settings import HARD_PAIRS, REPLAY_N, SEARCH, Setting
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
@@ -65,24 +67,29 @@ def hard_command(s: Setting, runs: Path) -> str:
 
 def find_hard(s: Setting, runs: Path) -> None:
     """A targeted round's hard pairs, written before it trains (its sources' runs must have finished)."""
-    from experiments.adderboard.hard import hard_union, save_atomic, source
-
     wrong, _ = hard_union([source(str(runs / h), 0) for h in s.hard], HARD_PAIRS, keep=True)
     save_atomic(hard_file(s, runs), wrong)
 
 
+def replay_copies(s: Setting, runs: Path) -> int:
+    """How often a targeted round repeats its hard pairs: to about its hard_share of the rows, beside REPLAY_N
+    training pairs (its run, once trained, records the count it used in config.json)."""
+    trained = runs / s.name / "config.json"
+    if trained.is_file():
+        return json.loads(trained.read_text())["task"]["replay_copies"]
+    if not hard_file(s, runs).is_file():
+        raise ConfigError(f"{s.name}: {hard_file(s, runs)} is missing; its hard pairs are found before it trains")
+    n_hard = len(np.load(hard_file(s, runs)))
+    if not n_hard:
+        raise ConfigError(f"{s.name}: {', '.join(s.hard)} decoded every pair right; no hard pairs to replay")
+    return max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / n_hard))
+
+
 def command(s: Setting, runs: Path) -> list[str]:
-    """The `python -m miiii` arguments that train setting `s` into runs/NAME (a targeted round's after find_hard:
-    its hard pairs are repeated to about its hard_share of the rows, beside REPLAY_N fresh ones)."""
+    """The `python -m miiii` arguments that train setting `s` into runs/NAME (a targeted round's after find_hard)."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
     if s.hard:
-        import numpy as np
-
-        n_hard = len(np.load(hard_file(s, runs)))
-        if not n_hard:
-            raise ConfigError(f"{s.name}: {', '.join(s.hard)} decoded every pair right; no hard pairs to replay")
-        copies = max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / n_hard))
-        sets += ["--set", f"task.replay={hard_file(s, runs)}", "--set", f"task.replay_copies={copies}"]
+        sets += ["--set", f"task.replay={hard_file(s, runs)}", "--set", f"task.replay_copies={replay_copies(s, runs)}"]
     if s.phased:
         seed = [] if s.seed is None else ["--seed", str(s.seed)]
         return ["train", "--preset", s.phased, *seed, "--run-dir", str(runs / s.name), "--no-progress"]
@@ -140,7 +147,6 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
     if s.hard:  # a targeted round: where its run still goes wrong
-
         rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
         done = [json.loads((p / "summary.json").read_text()) for p in phases]
@@ -234,8 +240,8 @@ def results_md(summary: dict) -> str:
             first, base = p["first_column_value"], p["column_value_base"]
             top = ", ".join(f"{v}: {first[v]:,} ({first[v] / base[v]:.1%})"
                             for v in sorted(range(20), key=lambda v: -first[v])[:5] if first[v])
-            carry = p["first_carry_by_sign"][1][1] + p["first_carry_by_sign"][0][0]
-            lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {off_by_one(p):,} | {carry:,} | {top} |")
+            lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {off_by_one(p):,} | {carry_shaped(p):,} "
+                         f"| {top} |")
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
