@@ -169,6 +169,11 @@ class TrainConfig:
     # with this config's optimizer, schedule and data (its optimizer state starts fresh); "" = a fresh init. The
     # source's shapes must be this model's; --resume continues from this run's own checkpoints.
     init_from: str = ""
+    # soft ties (miiii/soft_ties.py): model.ties' syntax, equal or T only, between two free weights, e.g.
+    # ("mlp.W_gate=mlp.W_in",); the loss gains soft_tie_weight times the summed squared gap between each follower and
+    # its master (transposed), so that a later phase can tie them for good (its train.init_from drops the follower)
+    soft_ties: tuple[str, ...] = ()
+    soft_tie_weight: float = 0.0
     batch_size: int = 0  # 0 = full batch (paper); otherwise minibatches drawn per epoch without replacement
     eval_every: int = 1  # validation metrics every k steps (NaN in between)
     chunk: int = 500  # steps per jitted lax.scan call; the progress bar moves once a chunk

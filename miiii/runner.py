@@ -40,6 +40,7 @@ from miiii.rundir import (
     write_config,
 )
 from miiii.session import Interrupted, Session, StopFlag, check_profile, say
+from miiii.soft_ties import check_soft_ties, tightened
 from miiii.tasks import Task, make_task
 from miiii.train import (
     check_loss_dtype,
@@ -253,7 +254,12 @@ def init_from_params(cfg: RunConfig, trainer) -> dict | None:
     params = run.params_at(int(at)) if at else run.params
     shapes = lambda tree: {jax.tree_util.keystr(k): tuple(v.shape)  # noqa: E731
                            for k, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
-    want, have = shapes(jax.eval_shape(trainer.init, cfg.train.seed).params), shapes(params)
+    fresh = jax.eval_shape(trainer.init, cfg.train.seed).params
+    tight = tightened(params, fresh, cfg.model.ties)  # the weights this model ties, which the source had free
+    if tight is not None:
+        params, dropped = tight
+        say(f"train.init_from: {src}'s {', '.join(dropped)} left out: this model computes them (model.ties)")
+    want, have = shapes(fresh), shapes(params)
     wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
     if wrong:
         raise ConfigError(f"train.init_from: {src}'s parameters are not this model's (first differing: {wrong[0]}); "
@@ -265,5 +271,8 @@ def build(cfg: RunConfig, task: Task):
     """The recording plan, checked against the model's names and shapes (`jax.eval_shape`: nothing is built or
     compiled for it), and the trainer that records it."""
     model = build_model(cfg.model, task)
-    rec = plan(cfg, task, lambda p, x: model.apply({"params": p}, x), abstract_params(model, task.n_ctx))
+    shapes = abstract_params(model, task.n_ctx)
+    if cfg.train.soft_ties:
+        check_soft_ties(cfg.train.soft_ties, shapes)
+    rec = plan(cfg, task, lambda p, x: model.apply({"params": p}, x), shapes)
     return make_trainer(cfg, task, record_groups=rec.record_groups()), rec

@@ -23,6 +23,7 @@ from miiii.config import RunConfig
 from miiii.errors import ConfigError
 from miiii.model import build_model, param_names
 from miiii.optim import make_optimizer
+from miiii.soft_ties import tie_gap
 from miiii.tasks import Task
 
 
@@ -249,6 +250,8 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
                                  dropout_rate=hp.get("model", {}).get("dropout"), bucketed=True)
             loss, task_loss, task_acc, slots = loss_and_metrics(logits, y, data["spec"], buckets, weight,
                                                                 stats=True, **loss_kind(cfg))
+            if cfg.train.soft_ties:  # the training loss metrics stay the task's
+                loss = loss + cfg.train.soft_tie_weight * tie_gap(params, cfg.train.soft_ties)
             patterns = tuple(acts[k] for k in sorted(acts) if k.endswith("attn.hook_pattern"))  # unread: dead code
             return loss, (task_loss, task_acc, jax.lax.stop_gradient((logits, patterns)), slots)
 

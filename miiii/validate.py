@@ -22,6 +22,7 @@ from miiii.config import (
 )
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.optimizers import OPTIMIZERS
+from miiii.soft_ties import parse_soft
 from miiii.tasks import SEQUENCE_TASKS, TASK_VARIANTS, TASKS, task_spec
 from miiii.tokens import is_prime
 
@@ -204,6 +205,11 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         check_norm_groups(m)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if tr.soft_ties:
+        parse_soft(tr.soft_ties)
+    if not tr.soft_tie_weight >= 0 or bool(tr.soft_ties) != (tr.soft_tie_weight > 0):
+        raise ConfigError(f"train.soft_tie_weight = {tr.soft_tie_weight}: a positive weight with train.soft_ties "
+                          "(which ties it pulls together), 0 without")
     if m.tie_angle and not turned:
         raise ConfigError(f"model.tie_angle = {m.tie_angle} starts the {', '.join(TURNED)} ties' angles; "
                           "model.ties has none")

@@ -3,7 +3,7 @@ the preset adder-146 with the changes it names (experiments/adderboard/study.py 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from miiii.presets import SHARED_NORMS
 
@@ -42,6 +42,10 @@ MODEL_35R = (*SMALL, T41R + ",mlp.W_out=T(mlp.W_in)", SHARED, "model.tie_angle=-
 # the 41 and the 36 with every turned tie starting at the angle 1 (0 is K = Q at the start; the entry's is 0.1)
 MODEL_41A1 = (*SMALL, T41, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
+# 35 parameters: the 41 with SwiGLU's gate = its up projection (silu(x u) (x u); a gate = a * up is the same model
+# with up times a and down over a, so no scalar is needed), reached from the trained 41 by a soft tie (SOFT_GATE)
+SOFT_GATE = "mlp.W_gate=mlp.W_in"
+MODEL_35G = (*SMALL, T41 + "," + SOFT_GATE, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
 
 
 def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: float = 0.5,
-             steps: int = 20_000, lr: str = "1e-3") -> Setting:
+             steps: int = 20_000, lr: str = "1e-3", model: tuple[str, ...] = MODEL_41A1) -> Setting:
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
     cosine steps from `lr` to 0 without weight decay (batch 256) from `init_from`'s final state, on REPLAY_N pairs
     of the training draw and the pairs the `hard` runs decode wrong, repeated to about `share` of the training set."""
@@ -101,7 +105,7 @@ def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: 
     return Setting(name, f"{why}: {steps // 1000}k cosine steps from {lr} to 0 without weight decay (batch 256) on "
                    f"{REPLAY_N // 1000}k pairs of the training draw and the pairs {' and '.join(hard)} decode wrong "
                    f"among {HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
-                   (*MODEL_41A1, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
+                   (*model, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
                     "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
                    init_from=init_from, seed=7, hard=hard, hard_share=share)
 
@@ -117,6 +121,14 @@ def chain(stem: str, start: str, rounds: range, why: str, keep: tuple[str, ...] 
         out.append(targeted(f"{stem}{k}", f"{before} given {why}", before, hard, **kw))
         before = f"{stem}{k}"
     return tuple(out)
+
+
+def soft(name: str, why: str, init_from: str, hard: tuple[str, ...], weight: float, **kw) -> Setting:
+    """A targeted round of the 41 that also pulls SwiGLU's gate toward its up projection (train.soft_ties, at
+    `weight` times the summed squared gap), so that a later round can tie them (MODEL_35G) from its parameters."""
+    s = targeted(name, why, init_from, hard, **kw)
+    return replace(s, why=f"{s.why}; the gate pulled toward up (soft tie, weight {weight:g})",
+                   sets=(*s.sets, f"train.soft_ties={SOFT_GATE}", f"train.soft_tie_weight={weight:g}"))
 
 
 # united hard pairs: n6's round's (q5@6), then every round's of the chain so far (the rounds on their run's own alone
@@ -215,6 +227,21 @@ SEARCH = (
            share=0.9, lr="1e-4"),
     *chain("41a1-m7-b", "41a1-m7-a10", range(11, 18), "a round as 41a1-m7-a's from 1e-3 (the peak of the rounds that "
            "gained most, before they stopped gaining)", keep=ROUNDS_A[3].hard, share=0.9),  # a10's
+    # below 36 from the 41 (41a1-m7-b17, restored from its submission by restore.py): soft-tie rounds with the gate
+    # pulled toward up ever harder, then the tie made (35 parameters); and the tie made at once, as a control
+    soft("35g-s18", "41a1-m7-b17 given a round with its hard pairs half the set", "41a1-m7-b17",
+         ("41a1-m7-b17@18",), 1e-2),
+    soft("35g-s19", "35g-s18 given the round again", "35g-s18", ("41a1-m7-b17@18", "35g-s18@19"), 1e-1),
+    soft("35g-s20", "35g-s19 given the round again", "35g-s19", ("41a1-m7-b17@18", "35g-s18@19", "35g-s19@20"), 1.0),
+    targeted("35g-t21", "35g-s20 with its gate tied to up (35 parameters: the gate dropped), given the round",
+             "35g-s20", ("41a1-m7-b17@18", "35g-s18@19", "35g-s19@20", "35g-s20@21"), model=MODEL_35G),
+    soft("35f-s18", "41a1-m7-b17 given a round with its hard pairs half the set (35g's ramp from its second weight)",
+         "41a1-m7-b17", ("41a1-m7-b17@18",), 1e-1),
+    soft("35f-s19", "35f-s18 given the round again", "35f-s18", ("41a1-m7-b17@18", "35f-s18@19"), 1.0),
+    targeted("35f-t20", "35f-s19 with its gate tied to up (35 parameters: the gate dropped), given the round",
+             "35f-s19", ("41a1-m7-b17@18", "35f-s18@19", "35f-s19@20"), model=MODEL_35G),
+    targeted("35h-t18", "41a1-m7-b17 with its gate tied to up at once (35 parameters: the gate dropped), given the "
+             "round: 35g's control", "41a1-m7-b17", ("41a1-m7-b17@18",), model=MODEL_35G),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

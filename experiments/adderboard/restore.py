@@ -1,0 +1,108 @@
+"""A study run's folder rebuilt from its committed submission: its config (the setting's) and its final parameters
+(the export's weights, float32 as trained), so that the settings that start from a run whose folder is gone (runs/
+is not committed; the 41's lineage took hours) can train again.
+
+    python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py \
+        --setting 41a1-m7-b17 --runs runs/adder
+
+The folder holds config.json, params.npz and checksums.json, and restored.json naming the file it came from; no
+summary.json or metrics, so the study never reads it as a run it trained (it is a source of parameters and hard
+pairs only). The parameters are checked against the setting's model, leaf by leaf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from experiments.adderboard.settings import SEARCH
+from miiii.errors import ConfigError, OneLineParser, one_line_errors
+
+RESTORED = "restored.json"
+
+
+def submission_weights(path: Path) -> dict[str, np.ndarray]:
+    """The flat {'/'-joined path: array} weights a submission file embeds (miiii/export.py's _WEIGHTS), read without
+    running the file."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_WEIGHTS" for t in node.targets):
+            with np.load(io.BytesIO(base64.b64decode(ast.literal_eval(node.value)))) as z:
+                return {k: z[k] for k in z.files}
+    raise ConfigError(f"{path}: no _WEIGHTS in it; name a submission file that export-adder wrote")
+
+
+def setting_config(name: str, runs: Path):
+    """The RunConfig the study trains setting `name` with (its task.replay left out: a source needs no replay)."""
+    from miiii.config import apply_overrides
+    from miiii.presets import get_preset
+
+    by_name = {s.name: s for s in SEARCH}
+    if name not in by_name:
+        raise ConfigError(f"--setting {name}: not a setting of experiments/adderboard/settings.py")
+    s = by_name[name]
+    if not s.init_from or s.phased:
+        raise ConfigError(f"--setting {name}: a sweep or a phased preset; restore a solo phase")
+    return apply_overrides(get_preset("adder-146"), [*s.sets, f"train.steps={s.steps}", f"train.seed={s.seed or 0}",
+                                                     f"train.init_from={runs / s.init_from}"])
+
+
+def restore(submission: Path, name: str, runs: Path) -> Path:
+    """runs/NAME rebuilt from `submission`; ConfigError when the folder exists or the weights are not the model's."""
+    from dataclasses import replace
+
+    import jax
+
+    from miiii.files import write_json_atomic
+    from miiii.integrity import write_manifest
+    from miiii.model import abstract_params, build_model
+    from miiii.rundir import flatten_params, unflatten, write_config, write_params
+    from miiii.tasks import make_task
+
+    run_dir = runs / name
+    if run_dir.exists():
+        raise ConfigError(f"{run_dir} exists; restore into a runs folder without it")
+    cfg = setting_config(name, runs)
+    weights = submission_weights(submission)
+    task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
+    shapes = abstract_params(build_model(cfg.model, task), task.n_ctx)
+    want = {k: tuple(v.shape) for k, v in flatten_params(jax.tree.map(lambda a: np.zeros(a.shape), shapes)).items()}
+    have = {k: tuple(v.shape) for k, v in weights.items()}
+    if want != have:
+        wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
+        raise ConfigError(f"{submission}'s weights are not {name}'s model (first differing: {wrong[0]})")
+    tmp = runs / f".{name}.restoring"
+    tmp.mkdir(parents=True, exist_ok=False)
+    write_config(tmp, cfg)
+    write_params(tmp, jax.tree.map(np.asarray, unflatten(weights)))
+    write_json_atomic(tmp / RESTORED, {"from": str(submission), "setting": name})
+    write_manifest(tmp)
+    tmp.rename(run_dir)
+    return run_dir
+
+
+def main(argv=None) -> int:
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("submission", type=Path, help="a submission file export-adder wrote (results/adderboard/"
+                    "submissions/*.py)")
+    ap.add_argument("--setting", required=True, help="the study setting whose run it exports (its RUN line)")
+    ap.add_argument("--runs", type=Path, default=Path("runs/adder"), help="the study's runs folder (default runs/"
+                    "adder); the run is written to RUNS/SETTING, which must not exist")
+    args = ap.parse_args(argv)
+
+    def run() -> int:
+        print(f"restored {restore(args.submission, args.setting, args.runs)} from {args.submission}")
+        return 0
+
+    return one_line_errors(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Soft ties: a penalty that pulls a free weight toward its master (or its master's transpose) while the model
+trains, so that a trained model can then be tied for good (train.init_from drops a weight the new model ties).
+
+A hard tie imposed on a trained model at once (the weight replaced by its master) throws away what that weight had
+learned; a soft tie lets training move the pair together first, through the symmetries the function keeps (SwiGLU's
+up row times a, down column over a). Only the ties that need no new scalar are soft: equal and transpose.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from flax.traverse_util import flatten_dict, unflatten_dict
+
+from miiii.config import ConfigError, parse_ties
+
+SOFT = ("", "T")  # the transforms a soft tie may use: equal, transpose
+
+
+def parse_soft(rules: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
+    """{(module, follower): (transform, master)} of train.soft_ties (model.ties' syntax), ConfigError otherwise."""
+    try:
+        parsed = parse_ties(rules)
+    except ValueError as e:
+        raise ConfigError(str(e).replace("model.ties", "train.soft_ties")) from None
+    bad = [f"{m}.{f}" for (m, f), (t, _) in parsed.items() if t not in SOFT]
+    if bad:
+        raise ConfigError(f"train.soft_ties: {', '.join(bad)}: a soft tie is FOLLOWER=MASTER or FOLLOWER=T(MASTER) "
+                          "(a turned or scaled tie would need a scalar the untied model does not have)")
+    return parsed
+
+
+def tie_gap(params: dict, rules: tuple[str, ...]):
+    """sum over the rules and the blocks of ||follower - F(master)||^2 (float32 scalar; 0 with no rules)."""
+    total = jnp.zeros((), jnp.float32)
+    for (module, follower), (transform, master) in parse_soft(rules).items():
+        for block in sorted(k for k in params if k.startswith("blocks_")):
+            w = params[block][module]
+            x = jnp.swapaxes(w[master], -1, -2) if transform == "T" else w[master]
+            total = total + jnp.sum(jnp.square(w[follower] - x))
+    return total
+
+
+def check_soft_ties(rules: tuple[str, ...], params_shape: dict) -> None:
+    """Each soft tie's follower and master are parameters of the model (not tied already) of matching shapes."""
+    for (module, follower), (transform, master) in parse_soft(rules).items():
+        for block in sorted(k for k in params_shape if k.startswith("blocks_")):
+            w = params_shape[block].get(module, {})
+            missing = [n for n in (follower, master) if n not in w]
+            if missing:
+                raise ConfigError(f"train.soft_ties: {module}.{missing[0]} is not a parameter of this model (tied by "
+                                  "model.ties, or not built); a soft tie joins two free weights")
+            shape = tuple(w[master].shape)
+            want = (*shape[:-2], shape[-1], shape[-2]) if transform == "T" else shape
+            if tuple(w[follower].shape) != tuple(want):
+                raise ConfigError(f"train.soft_ties: {module}.{follower} {tuple(w[follower].shape)} cannot be "
+                                  f"{transform or 'equal'}({module}.{master} {tuple(w[master].shape)})")
+
+
+def tightened(have: dict, want: dict, ties: tuple[str, ...]) -> tuple[dict, list[str]] | None:
+    """(`have` (another run's parameters, nested) less the weights that model.ties `ties` computes in this model,
+    their '/'-joined names) when that leaves exactly the leaves of `want` (this model's, nested; shapes suffice);
+    None otherwise."""
+    have_flat, want_flat = flatten_dict(have), flatten_dict(want)
+    tied = {f for (_, f) in parse_ties(ties)}
+    extra = set(have_flat) - set(want_flat)
+    if set(want_flat) - set(have_flat) or not extra or any(k[-1] not in tied for k in extra):
+        return None
+    return unflatten_dict({k: v for k, v in have_flat.items() if k in want_flat}), sorted("/".join(k) for k in extra)

@@ -1,0 +1,146 @@
+"""Soft ties (train.soft_ties) and tightening (train.init_from into a model that ties a weight the source had free):
+the penalty against a numpy sum, its config errors, a strong soft tie that really closes the gap in training, a
+tightened start that is the source less the dropped weight, and the AdderBoard study's restore of a run from its
+submission, decoded by the JAX model exactly as the submission's own numpy decoder does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from _runhelp import load_module
+
+from miiii.cli import main
+from miiii.config import ConfigError, apply_overrides
+from miiii.presets import get_preset
+from miiii.run import load_run
+from miiii.rundir import flatten_params
+from miiii.soft_ties import check_soft_ties, parse_soft, tie_gap, tightened
+from miiii.validate import validate
+
+SMALL = ["model.n_heads=1", "model.d_mlp=2", "model.embed=arc"]  # the board's small decoder (adder-146 is the rest)
+BOARD = ["--preset", "adder-146", "--set", "task.name=board", "--set", "n_digits=2", "--set", "n_train=256",
+         "--set", "n_valid=32", "--set", "batch_size=64", "--set", "chunk=50", "--set", "eval_every=50",
+         *[a for s in SMALL for a in ("--set", s)], "--no-progress"]
+GATE = "mlp.W_gate=mlp.W_in"
+
+
+def test_tie_gap_is_the_summed_squared_gap_over_rules_and_blocks():
+    rng = np.random.default_rng(0)
+    blocks = {f"blocks_{i}": {"attn": {"W_Q": rng.normal(size=(2, 3, 4)), "W_O": rng.normal(size=(2, 4, 3))},
+                              "mlp": {"W_in": rng.normal(size=(3, 2)), "W_gate": rng.normal(size=(3, 2))}}
+              for i in range(2)}
+    params = {**blocks, "W_E_arc": np.ones(3)}
+    want = sum(((b["mlp"]["W_gate"] - b["mlp"]["W_in"]) ** 2).sum()
+               + ((b["attn"]["W_O"] - b["attn"]["W_Q"].transpose(0, 2, 1)) ** 2).sum() for b in blocks.values())
+    got = tie_gap(jax.tree.map(np.float32, params), (GATE, "attn.W_O=T(attn.W_Q)"))
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+    assert float(tie_gap(params, ())) == 0.0
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["train.soft_ties=mlp.W_out=Trot(mlp.W_in)", "train.soft_tie_weight=1"], "FOLLOWER=T(MASTER)"),
+    (["train.soft_ties=mlp.W_in=mlp.W_nope", "train.soft_tie_weight=1"], "train.soft_ties entry"),
+    ([f"train.soft_ties={GATE}"], "soft_tie_weight = 0.0"),
+    (["train.soft_tie_weight=0.5"], "soft_tie_weight = 0.5"),
+    ([f"train.soft_ties={GATE}", "train.soft_tie_weight=-1"], "soft_tie_weight = -1"),
+])
+def test_bad_soft_ties_are_refused(overrides, says):
+    with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        validate(apply_overrides(get_preset("adder-146"), SMALL + overrides))
+
+
+def test_a_soft_tie_joins_two_free_weights_of_matching_shape():
+    from miiii.model import abstract_params, build_model
+    from miiii.tasks import make_task
+
+    def shapes(ties):
+        cfg = apply_overrides(get_preset("adder-146"), [*SMALL, f"model.ties={ties}", "n_train=8", "n_valid=8"])
+        task = make_task(cfg.task)
+        return abstract_params(build_model(cfg.model, task), task.n_ctx)
+
+    check_soft_ties((GATE,), shapes(""))  # both free: fine
+    with pytest.raises(ConfigError, match="not a parameter"):  # the gate is tied already
+        check_soft_ties((GATE,), shapes(GATE))
+    with pytest.raises(ConfigError, match="cannot be"):  # W_V (1, 3, 4) is not W_Q (1, 3, 4) transposed
+        check_soft_ties(("attn.W_V=T(attn.W_Q)",), shapes(""))
+    assert parse_soft(("mlp.W_out=T(mlp.W_in)",)) == {("mlp", "W_out"): ("T", "W_in")}
+
+
+def test_tightened_drops_exactly_the_newly_tied_weights():
+    have = {"b": {"mlp": {"W_in": 1, "W_gate": 2, "W_out": 3}}, "e": 4}
+    want = {"b": {"mlp": {"W_in": 0, "W_out": 0}}, "e": 0}
+    assert tightened(have, want, (GATE,)) == ({"b": {"mlp": {"W_in": 1, "W_out": 3}}, "e": 4}, ["b/mlp/W_gate"])
+    assert tightened(have, want, ()) is None  # the gate is not tied here: a different model
+    assert tightened(have, {**want, "new": 0}, (GATE,)) is None  # a leaf the source lacks
+    assert tightened(have, have, (GATE,)) is None  # nothing to drop: the usual init_from check applies
+
+
+def _gap(run) -> float:
+    m = run.params["blocks_0"]["mlp"]
+    return float(((m["W_gate"] - m["W_in"]) ** 2).sum())
+
+
+@pytest.fixture(scope="module")
+def soft_and_free(tmp_path_factory):
+    root = tmp_path_factory.mktemp("soft")
+    common = [*BOARD, "--steps", "150", "--set", "lr=1e-2", "--set", "weight_decay=0"]
+    assert main(["train", *common, "--run-dir", str(root / "free")]) == 0
+    assert main(["train", *common, "--set", f"train.soft_ties={GATE}", "--set", "train.soft_tie_weight=10",
+                 "--run-dir", str(root / "soft")]) == 0
+    return load_run(root / "free"), load_run(root / "soft")
+
+
+def test_a_strong_soft_tie_closes_the_gap_the_free_model_keeps(soft_and_free):
+    free, soft = soft_and_free
+    start = load_run(free.path).params_at(0)["blocks_0"]["mlp"]  # the same seed: both start here
+    start_gap = float(((start["W_gate"] - start["W_in"]) ** 2).sum())
+    assert _gap(soft) < 1e-3 * start_gap and _gap(free) > 0.1 * start_gap
+    # the logged training loss is the task's alone: at step 0 (the same parameters and batch) the two runs log one
+    np.testing.assert_array_equal(soft.metrics["train_loss"][0], free.metrics["train_loss"][0])
+
+
+def test_init_from_into_a_tied_model_starts_at_the_source_less_the_tied_weight(soft_and_free, tmp_path, capsys):
+    _, soft = soft_and_free
+    run = tmp_path / "tied"
+    assert main(["train", *BOARD, "--steps", "50", "--set", f"model.ties={GATE}", "--init-from", str(soft.path),
+                 "--run-dir", str(run)]) == 0
+    said = capsys.readouterr()
+    assert "blocks_0/mlp/W_gate left out" in said.out + said.err
+    start, src = flatten_params(load_run(run).params_at(0)), flatten_params(soft.params)
+    assert set(src) - set(start) == {"blocks_0/mlp/W_gate"}
+    assert all(np.array_equal(start[k], src[k]) for k in start)
+    # a model that ties something the source's weights cannot give is refused, nothing written
+    assert main(["train", *BOARD, "--steps", "50", "--set", f"model.ties={GATE}", "--set", "model.d_mlp=4",
+                 "--init-from", str(soft.path), "--run-dir", str(tmp_path / "no")]) == 2
+    assert "not this model's" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+SUBMISSION = Path("results/adderboard/submissions/adder-41p-41a1-m7-b17.py")
+
+
+def test_restore_rebuilds_a_run_that_decodes_as_its_submission(tmp_path, capsys):
+    from experiments.adderboard.hard import hard_pairs
+    from experiments.adderboard.restore import main as restore
+    from miiii.tokens import draw_distinct
+
+    runs = tmp_path / "runs"
+    assert restore([str(SUBMISSION), "--setting", "41a1-m7-b17", "--runs", str(runs)]) == 0
+    run = load_run(runs / "41a1-m7-b17")
+    assert not run.legacy and run.config.train.init_from == str(runs / "41a1-m7-b16")  # checksummed, the setting's
+    wrong, tried = hard_pairs(runs / "41a1-m7-b17", 400, seed=77)
+    mod = load_module(SUBMISSION)
+    model, meta = mod.build_model()
+    drawn = draw_distinct(np.random.default_rng(77), 2, 10, 400, set())  # hard.pairs_for's draw
+    truly = [tuple(map(int, r)) for r in drawn if mod.add(model, int(r[0]), int(r[1])) != int(r[0] + r[1])]
+    assert tried == 400 and [tuple(map(int, r)) for r in wrong] == truly and meta["params"] == 41
+    capsys.readouterr()
+    # refused, one line and status 2, nothing written: the folder exists; a sweep; another model's weights
+    for args in ([SUBMISSION, "--setting", "41a1-m7-b17"], [SUBMISSION, "--setting", "41-start-angle1"],
+                 [SUBMISSION.with_name("adder-52p-preset-52-phases.py"), "--setting", "41a1-m7-b16"]):
+        assert restore([*map(str, args), "--runs", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 3 and "exists" in err and "not 41a1-m7-b16's model" in err
+    assert sorted(p.name for p in runs.iterdir()) == ["41a1-m7-b17"]
