@@ -122,9 +122,23 @@ def member_record(run_dir: Path) -> dict | None:
     summary = json.loads((run_dir / "summary.json").read_text())
     cfg = json.loads((run_dir / "config.json").read_text())
     info = json.loads((run_dir / "member.json").read_text()) if (run_dir / "member.json").is_file() else {}
-    return dict(run=run_dir.name, seed=cfg["train"]["seed"], lr=cfg["optim"]["lr"], values=info.get("values", {}),
-                steps=summary["steps"], exact=summary.get("valid_autoregressive_acc"),
-                train_loss=round(float(summary["final"]["train"]["loss"]), 4))
+    rec = dict(run=run_dir.name, seed=cfg["train"]["seed"], lr=cfg["optim"]["lr"], values=info.get("values", {}),
+               steps=summary["steps"], exact=summary.get("valid_autoregressive_acc"),
+               train_loss=round(float(summary["final"]["train"]["loss"]), 4))
+    if cfg["train"].get("soft_ties"):  # how far its soft ties are from holding, at its start and its end
+        rec["soft"] = soft_gaps(run_dir)
+    return rec
+
+
+def soft_gaps(run_dir: Path) -> dict:
+    """A soft-tie run's ties, weight, and summed squared gap (soft_ties.tie_gap) at step 0 and at its end."""
+    from miiii.run import load_run
+    from miiii.soft_ties import tie_gap
+
+    run = load_run(run_dir)
+    ties = run.config.train.soft_ties
+    return dict(ties=list(ties), weight=run.config.train.soft_tie_weight,
+                start=round(float(tie_gap(run.params_at(0), ties)), 6), end=round(float(tie_gap(run.params, ties)), 6))
 
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
@@ -242,6 +256,16 @@ def results_md(summary: dict) -> str:
                             for v in sorted(range(20), key=lambda v: -first[v])[:5] if first[v])
             lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {off_by_one(p):,} | {carry_shaped(p):,} "
                          f"| {top} |")
+    soft = [(r, m) for r in summary["settings"] for m in r["members"] if m.get("soft")]
+    if soft:
+        lines += ["", "## Soft ties: how far each soft round's ties are from holding", "",
+                  "A soft round trains with its loss plus the weight times the summed squared gap between each soft "
+                  "tie's follower and its master (`train.soft_ties`, `miiii/soft_ties.py`); a later round ties them "
+                  "for good, leaving the follower out. The gap at the round's first step and at its end:", "",
+                  "| setting | soft ties | weight | gap at start | gap at end | exact match |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {', '.join(g['ties'])} | {g['weight']:g} | {g['start']:.4g} | {g['end']:.4g} "
+                  f"| {m['exact']:.3f} |" for r, m in soft if (g := m["soft"])]
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
