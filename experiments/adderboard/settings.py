@@ -240,6 +240,12 @@ SEARCH = (
     soft("35f-s19", "35f-s18 given the round again", "35f-s18", ("41a1-m7-b17@18", "35f-s18@19"), 1.0),
     targeted("35f-t20", "35f-s19 with its gate tied to up (35 parameters: the gate dropped), given the round",
              "35f-s19", ("41a1-m7-b17@18", "35f-s18@19", "35f-s19@20"), model=MODEL_35G),
+    *chain("35g-b", "35g-t21", range(22, 30), "a round as 41a1-m7-b's (90 %, from 1e-3, every earlier round's hard "
+           "pairs united) on the 35", keep=("41a1-m7-b17@18", "35g-s18@19", "35g-s19@20", "35g-s20@21"), share=0.9,
+           model=MODEL_35G),
+    *chain("35f-b", "35f-t20", range(21, 29), "a round as 41a1-m7-b's (90 %, from 1e-3, every earlier round's hard "
+           "pairs united) on the 35", keep=("41a1-m7-b17@18", "35f-s18@19", "35f-s19@20"), share=0.9,
+           model=MODEL_35G),
     targeted("35h-t18", "41a1-m7-b17 with its gate tied to up at once (35 parameters: the gate dropped), given the "
              "round: 35g's control", "41a1-m7-b17", ("41a1-m7-b17@18",), model=MODEL_35G),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
