@@ -2,8 +2,9 @@
 trains, so that a trained model can then be tied for good (train.init_from drops a weight the new model ties).
 
 A hard tie imposed on a trained model at once (the weight replaced by its master) throws away what that weight had
-learned; a soft tie lets training move the pair together first, through the symmetries the function keeps (SwiGLU's
-up row times a, down column over a). Only the ties that need no new scalar are soft: equal and transpose.
+learned; a soft tie lets training move the pair together first, along the symmetries the function keeps (SwiGLU's
+unit j: up's column j times a, down's row j over a). Only the ties that need no new scalar are soft: equal and
+transpose.
 """
 
 from __future__ import annotations
