@@ -41,6 +41,17 @@ def tie_gap(params: dict, rules: tuple[str, ...]):
     return total
 
 
+def tied_now(params: dict, rules: tuple[str, ...]) -> dict:
+    """`params` with each soft tie's follower set to F(master), in every block: the function the model computes once
+    the ties are made (the tightened model's start, in the untied model's parameters)."""
+    out = {k: ({m: dict(w) for m, w in v.items()} if k.startswith("blocks_") else v) for k, v in params.items()}
+    for (module, follower), (transform, master) in parse_soft(rules).items():
+        for block in (k for k in out if k.startswith("blocks_")):
+            w = out[block][module]
+            w[follower] = jnp.swapaxes(w[master], -1, -2) if transform == "T" else w[master]
+    return out
+
+
 def check_soft_ties(rules: tuple[str, ...], params_shape: dict) -> None:
     """Each soft tie's follower and master are parameters of the model (not tied already) of matching shapes."""
     for (module, follower), (transform, master) in parse_soft(rules).items():

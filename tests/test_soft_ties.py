@@ -144,3 +144,23 @@ def test_restore_rebuilds_a_run_that_decodes_as_its_submission(tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.count("error:") == 3 and "exists" in err and "not 41a1-m7-b16's model" in err
     assert sorted(p.name for p in runs.iterdir()) == ["41a1-m7-b17"]
+
+
+def test_tied_now_is_what_the_tied_model_computes():
+    """The untied model with tied_now's parameters = the model that ties them, on the tightened parameters."""
+    from miiii.model import build_model
+    from miiii.soft_ties import tied_now
+    from miiii.tasks import make_task
+
+    cfg = apply_overrides(get_preset("adder-146"), [*SMALL, "n_train=8", "n_valid=8"])
+    task = make_task(cfg.task)
+    x = task.train.x[:4]
+    free, tied = (build_model(apply_overrides(cfg, [f"model.ties={t}"]).model, task)
+                  for t in ("", f"{GATE},mlp.W_out=T(mlp.W_in)"))
+    p = free.init({"params": jax.random.key(1)}, x)["params"]
+    rules = (GATE, "mlp.W_out=T(mlp.W_in)")
+    assert float(tie_gap(tied_now(p, rules), rules)) == 0.0 and float(tie_gap(p, rules)) > 0
+    tight, dropped = tightened(p, tied.init({"params": jax.random.key(2)}, x)["params"], rules)
+    assert dropped == ["blocks_0/mlp/W_gate", "blocks_0/mlp/W_out"]
+    np.testing.assert_array_equal(np.asarray(free.apply({"params": tied_now(p, rules)}, x)[0]),
+                                  np.asarray(tied.apply({"params": tight}, x)[0]))

@@ -131,14 +131,21 @@ def member_record(run_dir: Path) -> dict | None:
 
 
 def soft_gaps(run_dir: Path) -> dict:
-    """A soft-tie run's ties, weight, and summed squared gap (soft_ties.tie_gap) at step 0 and at its end."""
+    """A soft-tie run's ties, weight, summed squared gap (soft_ties.tie_gap) at step 0 and at its end, and its
+    held-out exact match with its final parameters tied (soft_ties.tied_now): where a tied round would start."""
+    from dataclasses import replace
+
+    from miiii.bookeval import Evaluator
     from miiii.run import load_run
-    from miiii.soft_ties import tie_gap
+    from miiii.soft_ties import tie_gap, tied_now
 
     run = load_run(run_dir)
     ties = run.config.train.soft_ties
+    ev = Evaluator(run, replace(run.config.task, replay="", n_train=8))  # the run's held-out set, no training set
+    ev.params = tied_now(ev.params, ties)
     return dict(ties=list(ties), weight=run.config.train.soft_tie_weight,
-                start=round(float(tie_gap(run.params_at(0), ties)), 6), end=round(float(tie_gap(run.params, ties)), 6))
+                start=round(float(tie_gap(run.params_at(0), ties)), 6), end=round(float(tie_gap(run.params, ties)), 9),
+                tied_exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()))
 
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
@@ -261,11 +268,13 @@ def results_md(summary: dict) -> str:
         lines += ["", "## Soft ties: how far each soft round's ties are from holding", "",
                   "A soft round trains with its loss plus the weight times the summed squared gap between each soft "
                   "tie's follower and its master (`train.soft_ties`, `miiii/soft_ties.py`); a later round ties them "
-                  "for good, leaving the follower out. The gap at the round's first step and at its end:", "",
-                  "| setting | soft ties | weight | gap at start | gap at end | exact match |",
-                  "|---|---|---|---|---|---|"]
+                  "for good, leaving the follower out. The gap at the round's first step and at its end, the held-out "
+                  "exact match at its end, and the same with its ties made there (each follower set to its master: "
+                  "where a tied round from it starts):", "",
+                  "| setting | soft ties | weight | gap at start | gap at end | exact match | tied |",
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['name']} | {', '.join(g['ties'])} | {g['weight']:g} | {g['start']:.4g} | {g['end']:.4g} "
-                  f"| {m['exact']:.3f} |" for r, m in soft if (g := m["soft"])]
+                  f"| {m['exact']:.3f} | {g['tied_exact']:.3f} |" for r, m in soft if (g := m["soft"])]
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
