@@ -262,6 +262,11 @@ SEARCH = (
     *chain("35f-b", "35f-t22", range(23, 31), "a round as 41a1-m7-b's (90 %, from 1e-3, every earlier round's hard "
            "pairs united) on the 35", keep=(*F19, "35f-s19@20", "35f-s20@21", "35f-s21@22"), share=0.9,
            model=MODEL_35G),
+    Setting("35g-start-angle1", "41-start-angle1 (the screen of 41a1-m7's seed) at 35 parameters, SwiGLU's gate = its "
+            "up (MODEL_35G), 8 seeds, 30k steps at lr 1e-2: does the 35 leave the plateau from a seed?",
+            (*MODEL_35G, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
+    Setting("35g-start-angle1-8to15", "35g-start-angle1 at the next 8 seeds (8 to 15)",
+            (*MODEL_35G, "optim.lr=1e-2", *DATA, "train.seed=8"), steps=30_000, seeds=8),
     targeted("35h-t18", "41a1-m7-b17 with its gate tied to up at once (35 parameters: the gate dropped), given the "
              "round: 35g's control", "41a1-m7-b17", ("41a1-m7-b17@18",), model=MODEL_35G),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
