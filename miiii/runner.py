@@ -256,14 +256,14 @@ def init_from_params(cfg: RunConfig, trainer) -> dict | None:
                            for k, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
     fresh = jax.eval_shape(trainer.init, cfg.train.seed).params
     tight = tightened(params, fresh, cfg.model.ties)  # the weights this model ties, which the source had free
-    if tight is not None:
-        params, dropped = tight
-        say(f"train.init_from: {src}'s {', '.join(dropped)} left out: this model computes them (model.ties)")
+    params, dropped = tight if tight is not None else (params, [])
     want, have = shapes(fresh), shapes(params)
     wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
     if wrong:
         raise ConfigError(f"train.init_from: {src}'s parameters are not this model's (first differing: {wrong[0]}); "
                           "the model settings must match the source run's")
+    if dropped:
+        say(f"train.init_from: {src}'s {', '.join(dropped)} left out: this model computes them (model.ties)")
     return jax.tree.map(lambda a: jax.numpy.asarray(a, jax.numpy.float32), params)
 
 

@@ -22,7 +22,7 @@ def parse_soft(rules: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]
     try:
         parsed = parse_ties(rules)
     except ValueError as e:
-        raise ConfigError(str(e).replace("model.ties", "train.soft_ties")) from None
+        raise ConfigError(f"train.soft_ties: {e}; a soft tie is FOLLOWER=MASTER or FOLLOWER=T(MASTER)") from None
     bad = [f"{m}.{f}" for (m, f), (t, _) in parsed.items() if t not in SOFT]
     if bad:
         raise ConfigError(f"train.soft_ties: {', '.join(bad)}: a soft tie is FOLLOWER=MASTER or FOLLOWER=T(MASTER) "
@@ -73,8 +73,13 @@ def tightened(have: dict, want: dict, ties: tuple[str, ...]) -> tuple[dict, list
     their '/'-joined names) when that leaves exactly the leaves of `want` (this model's, nested; shapes suffice);
     None otherwise."""
     have_flat, want_flat = flatten_dict(have), flatten_dict(want)
-    tied = {f for (_, f) in parse_ties(ties)}
+    tied = parse_ties(ties)  # {(module, follower): (transform, master)}
+
+    def computed(k: tuple) -> bool:  # blocks_i/module/follower, its master a parameter of this model
+        return (len(k) == 3 and k[0].startswith("blocks_") and (k[1], k[2]) in tied
+                and (k[0], k[1], tied[(k[1], k[2])][1]) in want_flat)
+
     extra = set(have_flat) - set(want_flat)
-    if set(want_flat) - set(have_flat) or not extra or any(k[-1] not in tied for k in extra):
+    if set(want_flat) - set(have_flat) or not extra or not all(computed(k) for k in extra):
         return None
     return unflatten_dict({k: v for k, v in have_flat.items() if k in want_flat}), sorted("/".join(k) for k in extra)

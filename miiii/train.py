@@ -250,7 +250,7 @@ def make_step(cfg: RunConfig, task: Task, apply: Callable, evaluate: Callable, t
                                  dropout_rate=hp.get("model", {}).get("dropout"), bucketed=True)
             loss, task_loss, task_acc, slots = loss_and_metrics(logits, y, data["spec"], buckets, weight,
                                                                 stats=True, **loss_kind(cfg))
-            if cfg.train.soft_ties:  # the training loss metrics stay the task's
+            if cfg.train.soft_ties:  # in `loss` (what is minimised); the per-task losses stay the task's
                 loss = loss + cfg.train.soft_tie_weight * tie_gap(params, cfg.train.soft_ties)
             patterns = tuple(acts[k] for k in sorted(acts) if k.endswith("attn.hook_pattern"))  # unread: dead code
             return loss, (task_loss, task_acc, jax.lax.stop_gradient((logits, patterns)), slots)

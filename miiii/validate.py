@@ -207,9 +207,14 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(str(e)) from None
     if tr.soft_ties:
         parse_soft(tr.soft_ties)
-    if not tr.soft_tie_weight >= 0 or bool(tr.soft_ties) != (tr.soft_tie_weight > 0):
+    if not 0 <= tr.soft_tie_weight < math.inf or bool(tr.soft_ties) != (tr.soft_tie_weight > 0):
         raise ConfigError(f"train.soft_tie_weight = {tr.soft_tie_weight}: a positive weight with train.soft_ties "
                           "(which ties it pulls together), 0 without")
+    gated = [f"{mod}.{w}" for (mod, f), (_, master) in {**parse_ties(m.ties), **parse_soft(tr.soft_ties)}.items()
+             for w in (f, master) if w == "W_gate"]
+    if gated and m.mlp_act != "swiglu":
+        raise ConfigError(f"{gated[0]} is SwiGLU's gate: model.mlp_act = {m.mlp_act} builds none (tie it with "
+                          "model.mlp_act=swiglu)")
     if m.tie_angle and not turned:
         raise ConfigError(f"model.tie_angle = {m.tie_angle} starts the {', '.join(TURNED)} ties' angles; "
                           "model.ties has none")

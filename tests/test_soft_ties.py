@@ -42,10 +42,13 @@ def test_tie_gap_is_the_summed_squared_gap_over_rules_and_blocks():
 
 @pytest.mark.parametrize("overrides, says", [
     (["train.soft_ties=mlp.W_out=Trot(mlp.W_in)", "train.soft_tie_weight=1"], "FOLLOWER=T(MASTER)"),
-    (["train.soft_ties=mlp.W_in=mlp.W_nope", "train.soft_tie_weight=1"], "train.soft_ties entry"),
+    (["train.soft_ties=mlp.W_in=mlp.W_nope", "train.soft_tie_weight=1"], "train.soft_ties: model.ties entry"),
     ([f"train.soft_ties={GATE}"], "soft_tie_weight = 0.0"),
     (["train.soft_tie_weight=0.5"], "soft_tie_weight = 0.5"),
     ([f"train.soft_ties={GATE}", "train.soft_tie_weight=-1"], "soft_tie_weight = -1"),
+    ([f"train.soft_ties={GATE}", "train.soft_tie_weight=inf"], "soft_tie_weight = inf"),
+    ([f"train.soft_ties={GATE}", "train.soft_tie_weight=1", "model.mlp_act=relu"], "SwiGLU's gate"),
+    ([f"model.ties={GATE}", "model.mlp_act=relu"], "SwiGLU's gate"),  # a tie the model would not build
 ])
 def test_bad_soft_ties_are_refused(overrides, says):
     with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
@@ -70,12 +73,16 @@ def test_a_soft_tie_joins_two_free_weights_of_matching_shape():
 
 
 def test_tightened_drops_exactly_the_newly_tied_weights():
-    have = {"b": {"mlp": {"W_in": 1, "W_gate": 2, "W_out": 3}}, "e": 4}
-    want = {"b": {"mlp": {"W_in": 0, "W_out": 0}}, "e": 0}
-    assert tightened(have, want, (GATE,)) == ({"b": {"mlp": {"W_in": 1, "W_out": 3}}, "e": 4}, ["b/mlp/W_gate"])
+    have = {"blocks_0": {"mlp": {"W_in": 1, "W_gate": 2, "W_out": 3}}, "e": 4}
+    want = {"blocks_0": {"mlp": {"W_in": 0, "W_out": 0}}, "e": 0}
+    assert tightened(have, want, (GATE,)) == ({"blocks_0": {"mlp": {"W_in": 1, "W_out": 3}}, "e": 4},
+                                              ["blocks_0/mlp/W_gate"])
     assert tightened(have, want, ()) is None  # the gate is not tied here: a different model
     assert tightened(have, {**want, "new": 0}, (GATE,)) is None  # a leaf the source lacks
     assert tightened(have, have, (GATE,)) is None  # nothing to drop: the usual init_from check applies
+    # only a block's follower whose master this model has: not a namesake elsewhere, not one without its master
+    assert tightened({**have, "x": {"W_gate": 5}}, want, (GATE,)) is None
+    assert tightened(have, {"blocks_0": {"mlp": {"W_out": 0}}, "e": 0}, (GATE,)) is None  # W_in gone: not a tie
 
 
 def _gap(run) -> float:
@@ -98,8 +105,11 @@ def test_a_strong_soft_tie_closes_the_gap_the_free_model_keeps(soft_and_free):
     start = load_run(free.path).params_at(0)["blocks_0"]["mlp"]  # the same seed: both start here
     start_gap = float(((start["W_gate"] - start["W_in"]) ** 2).sum())
     assert _gap(soft) < 1e-3 * start_gap and _gap(free) > 0.1 * start_gap
-    # the logged training loss is the task's alone: at step 0 (the same parameters and batch) the two runs log one
+    # the per-task training loss is the task's alone (at step 0, the same parameters and batch, the two runs log
+    # one); `loss`, what is minimised, adds the weight times the gap
     np.testing.assert_array_equal(soft.metrics["train_loss"][0], free.metrics["train_loss"][0])
+    np.testing.assert_allclose(soft.metrics["loss"][0] - soft.metrics["train_loss"][0].mean(), 10 * start_gap,
+                               rtol=1e-4)
 
 
 def test_init_from_into_a_tied_model_starts_at_the_source_less_the_tied_weight(soft_and_free, tmp_path, capsys):
@@ -127,7 +137,7 @@ def test_restore_rebuilds_a_run_that_decodes_as_its_submission(tmp_path, capsys)
     from miiii.tokens import draw_distinct
 
     runs = tmp_path / "runs"
-    assert restore([str(SUBMISSION), "--setting", "41a1-m7-b17", "--runs", str(runs)]) == 0
+    assert restore([str(SUBMISSION), "--runs", str(runs)]) == 0
     run = load_run(runs / "41a1-m7-b17")
     assert not run.legacy and run.config.train.init_from == str(runs / "41a1-m7-b16")  # checksummed, the setting's
     wrong, tried = hard_pairs(runs / "41a1-m7-b17", 400, seed=77)
@@ -137,13 +147,26 @@ def test_restore_rebuilds_a_run_that_decodes_as_its_submission(tmp_path, capsys)
     truly = [tuple(map(int, r)) for r in drawn if mod.add(model, int(r[0]), int(r[1])) != int(r[0] + r[1])]
     assert tried == 400 and [tuple(map(int, r)) for r in wrong] == truly and meta["params"] == 41
     capsys.readouterr()
-    # refused, one line and status 2, nothing written: the folder exists; a sweep; another model's weights
-    for args in ([SUBMISSION, "--setting", "41a1-m7-b17"], [SUBMISSION, "--setting", "41-start-angle1"],
-                 [SUBMISSION.with_name("adder-52p-preset-52-phases.py"), "--setting", "41a1-m7-b16"]):
+    # refused, one line and status 2, nothing written: the folder exists; a sweep; another model's weights; a file
+    # that is not there, one without weights, one whose weights are not base64
+    (tmp_path / "none.py").write_text("x = 1\n")
+    (tmp_path / "bad.py").write_text("RUN = '41a1-m7-b16'\n_WEIGHTS = '@@@'\n")
+    (tmp_path / "sweep.py").write_text(SUBMISSION.read_text().replace("RUN = '41a1-m7-b17'", "RUN = '41-start-seeds'"))
+    (tmp_path / "other.py").write_text(SUBMISSION.with_name("adder-52p-preset-52-phases.py").read_text()
+                                       .replace("RUN = 'phase-4'", "RUN = '41a1-m7-b16'"))
+    for args in ([SUBMISSION], [SUBMISSION, "--setting", "41a1-m7-b16"], [tmp_path / "sweep.py"],
+                 [tmp_path / "other.py"], [tmp_path / "gone.py"], [tmp_path / "none.py"], [tmp_path / "bad.py"]):
         assert restore([*map(str, args), "--runs", str(runs)]) == 2
     err = capsys.readouterr().err
-    assert err.count("error:") == 3 and "exists" in err and "not 41a1-m7-b16's model" in err
+    assert err.count("error:") == 7 and "exists" in err and "exports 41a1-m7-b17, not 41a1-m7-b16" in err
+    assert "a sweep" in err and "not 41a1-m7-b16's model" in err
+    assert "no such file" in err and "no RUN and _WEIGHTS" in err and "do not read" in err
     assert sorted(p.name for p in runs.iterdir()) == ["41a1-m7-b17"]
+    again = tmp_path / "again"
+    (again / ".41a1-m7-b17.restoring").mkdir(parents=True)  # an earlier restore stopped half-way: not in the way
+    assert restore([str(SUBMISSION), "--runs", str(again)]) == 0
+    assert sorted(p.name for p in again.iterdir()) == ["41a1-m7-b17"]
+
 
 
 def test_tied_now_is_what_the_tied_model_computes():

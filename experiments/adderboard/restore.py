@@ -3,7 +3,7 @@
 is not committed; the 41's lineage took hours) can train again.
 
     python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py \
-        --setting 41a1-m7-b17 --runs runs/adder
+        --runs runs/adder                      # runs/adder/41a1-m7-b17, the run the file's RUN names
 
 The folder holds config.json, params.npz and checksums.json, and restored.json naming the file it came from; no
 summary.json or metrics, so the study never reads it as a run it trained (it is a source of parameters and hard
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,17 +27,27 @@ from miiii.errors import ConfigError, OneLineParser, one_line_errors
 RESTORED = "restored.json"
 
 
-def submission_weights(path: Path) -> dict[str, np.ndarray]:
-    """The flat {'/'-joined path: array} weights a submission file embeds (miiii/export.py's _WEIGHTS), read without
-    running the file."""
+def read_submission(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    """(the run it exports, RUN; its flat {'/'-joined path: array} weights, _WEIGHTS) of a submission file
+    (miiii/export.py's), read without running the file."""
     import ast
+    import binascii
 
-    tree = ast.parse(path.read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_WEIGHTS" for t in node.targets):
-            with np.load(io.BytesIO(base64.b64decode(ast.literal_eval(node.value)))) as z:
-                return {k: z[k] for k in z.files}
-    raise ConfigError(f"{path}: no _WEIGHTS in it; name a submission file that export-adder wrote")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file; name a submission file that export-adder wrote")
+    found = {}
+    try:
+        for node in ast.parse(path.read_text()).body:
+            names = [getattr(t, "id", "") for t in getattr(node, "targets", [])]
+            if isinstance(node, ast.Assign) and ("_WEIGHTS" in names or "RUN" in names):
+                found[names[0]] = ast.literal_eval(node.value)
+        if "_WEIGHTS" in found and "RUN" in found:
+            with np.load(io.BytesIO(base64.b64decode(found["_WEIGHTS"], validate=True))) as z:
+                return str(found["RUN"]), {k: z[k] for k in z.files}
+    except (SyntaxError, ValueError, TypeError, binascii.Error, OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: its weights do not read ({type(e).__name__}: {e}); name a submission file "
+                          "that export-adder wrote") from None
+    raise ConfigError(f"{path}: no RUN and _WEIGHTS in it; name a submission file that export-adder wrote")
 
 
 def setting_config(name: str, runs: Path):
@@ -54,8 +65,9 @@ def setting_config(name: str, runs: Path):
                                                      f"train.init_from={runs / s.init_from}"])
 
 
-def restore(submission: Path, name: str, runs: Path) -> Path:
-    """runs/NAME rebuilt from `submission`; ConfigError when the folder exists or the weights are not the model's."""
+def restore(submission: Path, runs: Path, name: str | None = None) -> Path:
+    """RUNS/NAME rebuilt from `submission` (NAME: the run it exports, its RUN); ConfigError when NAME is not that run,
+    the folder exists, or the weights are not the setting's model."""
     from dataclasses import replace
 
     import jax
@@ -66,11 +78,16 @@ def restore(submission: Path, name: str, runs: Path) -> Path:
     from miiii.rundir import flatten_params, unflatten, write_config, write_params
     from miiii.tasks import make_task
 
-    run_dir = runs / name
-    if run_dir.exists():
+    exported, weights = read_submission(submission)
+    if name is not None and name != exported:
+        raise ConfigError(f"{submission} exports {exported}, not {name}; leave out --setting, or name {exported}")
+    name = exported
+    run_dir, tmp = runs / name, runs / f".{name}.restoring"
+    if runs.exists() and not runs.is_dir():
+        raise ConfigError(f"--runs {runs} is a file; name the study's runs folder")
+    if run_dir.exists() or run_dir.is_symlink():
         raise ConfigError(f"{run_dir} exists; restore into a runs folder without it")
     cfg = setting_config(name, runs)
-    weights = submission_weights(submission)
     task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
     shapes = abstract_params(build_model(cfg.model, task), task.n_ctx)
     want = {k: tuple(v.shape) for k, v in flatten_params(jax.tree.map(lambda a: np.zeros(a.shape), shapes)).items()}
@@ -78,13 +95,17 @@ def restore(submission: Path, name: str, runs: Path) -> Path:
     if want != have:
         wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
         raise ConfigError(f"{submission}'s weights are not {name}'s model (first differing: {wrong[0]})")
-    tmp = runs / f".{name}.restoring"
-    tmp.mkdir(parents=True, exist_ok=False)
-    write_config(tmp, cfg)
-    write_params(tmp, jax.tree.map(np.asarray, unflatten(weights)))
-    write_json_atomic(tmp / RESTORED, {"from": str(submission), "setting": name})
-    write_manifest(tmp)
-    tmp.rename(run_dir)
+    shutil.rmtree(tmp, ignore_errors=True)  # an earlier restore's, stopped half-way: nothing in it is kept
+    tmp.mkdir(parents=True)
+    try:  # written aside, then renamed: RUNS/NAME appears whole or not at all
+        write_config(tmp, cfg)
+        write_params(tmp, jax.tree.map(np.asarray, unflatten(weights)))
+        write_json_atomic(tmp / RESTORED, {"from": str(submission), "setting": name})
+        write_manifest(tmp)
+        tmp.rename(run_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return run_dir
 
 
@@ -92,13 +113,14 @@ def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("submission", type=Path, help="a submission file export-adder wrote (results/adderboard/"
                     "submissions/*.py)")
-    ap.add_argument("--setting", required=True, help="the study setting whose run it exports (its RUN line)")
+    ap.add_argument("--setting", default=None, help="the study setting whose run it exports: checked against the "
+                    "file's RUN line (default: that run)")
     ap.add_argument("--runs", type=Path, default=Path("runs/adder"), help="the study's runs folder (default runs/"
                     "adder); the run is written to RUNS/SETTING, which must not exist")
     args = ap.parse_args(argv)
 
     def run() -> int:
-        print(f"restored {restore(args.submission, args.setting, args.runs)} from {args.submission}")
+        print(f"restored {restore(args.submission, args.runs, args.setting)} from {args.submission}")
         return 0
 
     return one_line_errors(run)
