@@ -30,14 +30,23 @@ def parse_soft(rules: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]
     return parsed
 
 
+def _pairs(tree: dict, rules: tuple[str, ...]):
+    """(a block's module dict, its name, follower, master, F) for each soft tie in each block of `tree` (F: "" equal,
+    "T" transpose)."""
+    for (module, follower), (transform, master) in parse_soft(rules).items():
+        for block in sorted(k for k in tree if k.startswith("blocks_")):
+            yield tree[block].get(module, {}), module, follower, master, transform
+
+
+def _f(x, transform: str):
+    return jnp.swapaxes(x, -1, -2) if transform == "T" else x
+
+
 def tie_gap(params: dict, rules: tuple[str, ...]):
     """sum over the rules and the blocks of ||follower - F(master)||^2 (float32 scalar; 0 with no rules)."""
     total = jnp.zeros((), jnp.float32)
-    for (module, follower), (transform, master) in parse_soft(rules).items():
-        for block in sorted(k for k in params if k.startswith("blocks_")):
-            w = params[block][module]
-            x = jnp.swapaxes(w[master], -1, -2) if transform == "T" else w[master]
-            total = total + jnp.sum(jnp.square(w[follower] - x))
+    for w, _, follower, master, transform in _pairs(params, rules):
+        total = total + jnp.sum(jnp.square(w[follower] - _f(w[master], transform)))
     return total
 
 
@@ -45,27 +54,23 @@ def tied_now(params: dict, rules: tuple[str, ...]) -> dict:
     """`params` with each soft tie's follower set to F(master), in every block: the function the model computes once
     the ties are made (the tightened model's start, in the untied model's parameters)."""
     out = {k: ({m: dict(w) for m, w in v.items()} if k.startswith("blocks_") else v) for k, v in params.items()}
-    for (module, follower), (transform, master) in parse_soft(rules).items():
-        for block in (k for k in out if k.startswith("blocks_")):
-            w = out[block][module]
-            w[follower] = jnp.swapaxes(w[master], -1, -2) if transform == "T" else w[master]
+    for w, _, follower, master, transform in _pairs(out, rules):
+        w[follower] = _f(w[master], transform)
     return out
 
 
 def check_soft_ties(rules: tuple[str, ...], params_shape: dict) -> None:
     """Each soft tie's follower and master are parameters of the model (not tied already) of matching shapes."""
-    for (module, follower), (transform, master) in parse_soft(rules).items():
-        for block in sorted(k for k in params_shape if k.startswith("blocks_")):
-            w = params_shape[block].get(module, {})
-            missing = [n for n in (follower, master) if n not in w]
-            if missing:
-                raise ConfigError(f"train.soft_ties: {module}.{missing[0]} is not a parameter of this model (tied by "
-                                  "model.ties, or not built); a soft tie joins two free weights")
-            shape = tuple(w[master].shape)
-            want = (*shape[:-2], shape[-1], shape[-2]) if transform == "T" else shape
-            if tuple(w[follower].shape) != tuple(want):
-                raise ConfigError(f"train.soft_ties: {module}.{follower} {tuple(w[follower].shape)} cannot be "
-                                  f"{transform or 'equal'}({module}.{master} {tuple(w[master].shape)})")
+    for w, module, follower, master, transform in _pairs(params_shape, rules):
+        missing = [n for n in (follower, master) if n not in w]
+        if missing:
+            raise ConfigError(f"train.soft_ties: {module}.{missing[0]} is not a parameter of this model (tied by "
+                              "model.ties, or not built); a soft tie joins two free weights")
+        shape = tuple(w[master].shape)
+        want = (*shape[:-2], shape[-1], shape[-2]) if transform == "T" else shape
+        if tuple(w[follower].shape) != want:
+            raise ConfigError(f"train.soft_ties: {module}.{follower} {tuple(w[follower].shape)} cannot be "
+                              f"{transform or 'equal'}({module}.{master} {shape})")
 
 
 def tightened(have: dict, want: dict, ties: tuple[str, ...]) -> tuple[dict, list[str]] | None:
