@@ -2,15 +2,12 @@
 trains, so that a trained model can then be tied for good (train.init_from drops a weight the new model ties).
 
 A hard tie imposed on a trained model at once (the weight replaced by its master) throws away what that weight had
-learned; a soft tie lets training move the pair together first, along the symmetries the function keeps (SwiGLU's
-unit j: up's column j times a, down's row j over a). Only the ties that need no new scalar are soft: equal and
-transpose.
+learned; a soft tie lets training move the pair together first, where it can keep the function (e.g. along SwiGLU's
+symmetry: unit j's up column times a, its down row over a). Whether it can is the model's: the AdderBoard study's 41
+lost its sums as its gate closed on its up. Only the ties that need no new scalar are soft: equal and transpose.
 """
 
 from __future__ import annotations
-
-import jax.numpy as jnp
-from flax.traverse_util import flatten_dict, unflatten_dict
 
 from miiii.config import ConfigError, parse_ties
 
@@ -39,11 +36,15 @@ def _pairs(tree: dict, rules: tuple[str, ...]):
 
 
 def _f(x, transform: str):
+    import jax.numpy as jnp  # here: reading a config (validate, `miiii presets`) imports no jax
+
     return jnp.swapaxes(x, -1, -2) if transform == "T" else x
 
 
 def tie_gap(params: dict, rules: tuple[str, ...]):
     """sum over the rules and the blocks of ||follower - F(master)||^2 (float32 scalar; 0 with no rules)."""
+    import jax.numpy as jnp
+
     total = jnp.zeros((), jnp.float32)
     for w, _, follower, master, transform in _pairs(params, rules):
         total = total + jnp.sum(jnp.square(w[follower] - _f(w[master], transform)))
@@ -77,6 +78,8 @@ def tightened(have: dict, want: dict, ties: tuple[str, ...]) -> tuple[dict, list
     """(`have` (another run's parameters, nested) less the weights that model.ties `ties` computes in this model,
     their '/'-joined names) when that leaves exactly the leaves of `want` (this model's, nested; shapes suffice);
     None otherwise."""
+    from flax.traverse_util import flatten_dict, unflatten_dict
+
     have_flat, want_flat = flatten_dict(have), flatten_dict(want)
     tied = parse_ties(ties)  # {(module, follower): (transform, master)}
 

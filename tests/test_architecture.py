@@ -29,6 +29,7 @@ LAYERS = (
     "taskdata",  # a built task: its splits, loss description and class buckets
     "tasks",  # the task registry: TaskConfig, every rule of a task, its data and loss description
     "config",  # RunConfig and its sections, --set
+    "soft_ties",  # train.soft_ties: the penalty, the followers set, a tied model's start from an untied run's
     "validate",  # every config a run cannot start from (asks the task registry)
     "presets",  # named RunConfigs
     "model",  # the Flax transformer family
