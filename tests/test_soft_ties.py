@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _runhelp import load_module
+from _runhelp import SLOW, load_module
 
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
@@ -100,6 +100,7 @@ def soft_and_free(tmp_path_factory):
     return load_run(root / "free"), load_run(root / "soft")
 
 
+@SLOW  # two trainings (its fixture): make test-studies
 def test_a_strong_soft_tie_closes_the_gap_the_free_model_keeps(soft_and_free):
     free, soft = soft_and_free
     start = load_run(free.path).params_at(0)["blocks_0"]["mlp"]  # the same seed: both start here
@@ -112,6 +113,7 @@ def test_a_strong_soft_tie_closes_the_gap_the_free_model_keeps(soft_and_free):
                                rtol=1e-4)
 
 
+@SLOW  # two trainings and a third: make test-studies (test_tied_now_... holds the same start without training)
 def test_init_from_into_a_tied_model_starts_at_the_source_less_the_tied_weight(soft_and_free, tmp_path, capsys):
     _, soft = soft_and_free
     run = tmp_path / "tied"
