@@ -68,15 +68,12 @@ def setting_config(name: str, runs: Path):
 def restore(submission: Path, runs: Path, name: str | None = None) -> Path:
     """RUNS/NAME rebuilt from `submission` (NAME: the run it exports, its RUN); ConfigError when NAME is not that run,
     the folder exists, or the weights are not the setting's model."""
-    from dataclasses import replace
-
     import jax
 
+    from experiments.adderboard.study import model_shapes
     from miiii.files import write_json_atomic
     from miiii.integrity import write_manifest
-    from miiii.model import abstract_params, build_model
     from miiii.rundir import flatten_params, unflatten, write_config, write_params
-    from miiii.tasks import make_task
 
     exported, weights = read_submission(submission)
     if name is not None and name != exported:
@@ -88,8 +85,7 @@ def restore(submission: Path, runs: Path, name: str | None = None) -> Path:
     if run_dir.exists() or run_dir.is_symlink():
         raise ConfigError(f"{run_dir} exists; restore into a runs folder without it")
     cfg = setting_config(name, runs)
-    task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
-    shapes = abstract_params(build_model(cfg.model, task), task.n_ctx)
+    shapes = model_shapes(cfg)
     want = {k: tuple(v.shape) for k, v in flatten_params(jax.tree.map(lambda a: np.zeros(a.shape), shapes)).items()}
     have = {k: tuple(v.shape) for k, v in weights.items()}
     if want != have:

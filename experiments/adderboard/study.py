@@ -100,20 +100,24 @@ def command(s: Setting, runs: Path) -> list[str]:
             "--steps", str(s.steps), *sets, "--no-progress", "--out", str(runs / s.name)]
 
 
-def unique_params(run_dir: Path) -> int:
-    """The unique count of a run's model (model.count_params: ties and the tied head counted once)."""
+def model_shapes(cfg) -> dict:
+    """The parameter tree (shapes) of a config's model, built without its data sets (a replay file of millions of
+    rows, named by a path that holds only where the run trained)."""
     from dataclasses import replace
 
-    import jax
-
-    from miiii.model import build_model, count_params
-    from miiii.rundir import read_config
+    from miiii.model import abstract_params, build_model
     from miiii.tasks import make_task
 
-    cfg = read_config(run_dir)
     task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
-    model = build_model(cfg.model, task)
-    return count_params(jax.eval_shape(lambda: model.init({"params": jax.random.key(0)}, task.train.x[:1]))["params"])
+    return abstract_params(build_model(cfg.model, task), task.n_ctx)
+
+
+def unique_params(run_dir: Path) -> int:
+    """The unique count of a run's model (model.count_params: ties and the tied head counted once)."""
+    from miiii.model import count_params
+    from miiii.rundir import read_config
+
+    return count_params(model_shapes(read_config(run_dir)))
 
 
 def member_record(run_dir: Path) -> dict | None:
