@@ -46,6 +46,8 @@ MODEL_36A1 = (*SMALL, T36, SHARED, "model.tie_angle=1.0", *FROM_ARC)
 # with up times a and down over a, so no scalar is needed), reached from the trained 41 by a soft tie (SOFT_GATE)
 SOFT_GATE = "mlp.W_gate=mlp.W_in"
 MODEL_35G = (*SMALL, T41 + "," + SOFT_GATE, SHARED, "model.tie_angle=1.0", *FROM_ARC)
+# 35 parameters: the 41 with a ReLU MLP of width 2 in place of SwiGLU's (relu(x W_in) W_out: no gate)
+MODEL_35U = (*MODEL_41A1, "model.mlp_act=relu")
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,9 @@ SEARCH = (
             (*MODEL_35G, "optim.lr=1e-2", *DATA, "train.seed=8"), steps=30_000, seeds=8),
     targeted("35h-t18", "41a1-m7-b17 with its gate tied to up at once (35 parameters: the gate dropped), given the "
              "round: 35g's control", "41a1-m7-b17", ("41a1-m7-b17@18",), model=MODEL_35G),
+    Setting("35u-start-angle1", "41-start-angle1 (the screen of 41a1-m7's seed) at 35 parameters, a ReLU MLP of "
+            "width 2 in place of SwiGLU's (MODEL_35U: no gate), 8 seeds, 30k steps at lr 1e-2: does a 35 without the "
+            "gate leave the plateau from a seed?", (*MODEL_35U, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
