@@ -258,8 +258,9 @@ def test_paper_plan_prints_and_writes_nothing(tmp_path, capsys):
 def test_a_plan_that_does_not_fit_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys, short):
     from experiments.paper import resources, study
 
-    if short == "disk":
+    if short == "disk":  # refused on its bytes alone, before any program is compiled and timed
         monkeypatch.setattr(resources, "free_bytes", lambda path: 1000)
+        monkeypatch.setattr(resources, "measure", lambda *a, **k: pytest.fail("timed a plan the disk cannot hold"))
     else:
         monkeypatch.setattr(resources, "device_memory", lambda: (1000, "fake device memory"))
     for name in ("train_run", "run_sweep"):
