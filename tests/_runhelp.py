@@ -145,8 +145,30 @@ def finished_run(preset: str, *sets: str):
 
     cfg = apply_overrides(get_preset(preset), list(sets))
     key = hashlib.sha256(repr((preset, sets)).encode()).hexdigest()[:16]
-    d = shared(key, lambda d: train_run(cfg, d / "run", progress=False))
+    build = lambda d: train_run(cfg, d / "run", progress=False)  # noqa: E731
+    d = shared(key, optimised(build) if cfg.train.steps >= LONG_RUN else build)
     return load_run(d / "run")
+
+
+LONG_RUN = 1000  # steps from which a reference run compiles with XLA's optimisations: running costs more than compiling
+
+
+def optimised(build):
+    """`build` compiled with XLA's optimisations, as conftest's `optimized` marker compiles a test: nanda-tiny's
+    reference run (1,500 steps) took 35 s against 39 s without them (test_a_finished_run_ablated, one core, empty
+    compile cache, twice each)."""
+    import jax
+
+    def run(d):
+        before = jax.config.values["jax_disable_most_optimizations"]
+        jax.config.update("jax_disable_most_optimizations", False)
+        jax.clear_caches()  # nothing compiled the other way is reused
+        try:
+            build(d)
+        finally:
+            jax.config.update("jax_disable_most_optimizations", before)
+            jax.clear_caches()
+    return run
 
 
 class Crash(Exception):

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from _runhelp import finished_run
 
 from miiii.config import RecordConfig, apply_overrides
 from miiii.presets import get_preset
@@ -19,8 +20,11 @@ def train(preset, tmp_path):
     return dict(np.load(run / "metrics.npz")), json.loads((run / "summary.json").read_text())
 
 
-def test_nanda_tiny_groks(tmp_path):
-    m, s = train("nanda-tiny", tmp_path)
+def test_nanda_tiny_groks():
+    """The preset as trained once for the session's tests (_runhelp.finished_run: its recording and checkpoints
+    change no step of its training)."""
+    run = finished_run("nanda-tiny")
+    m, s = run.metrics, run.summary
     grok = s["grok_step"]["mod 37"]
     assert grok is not None and s["final"]["test"]["task_acc"][0] >= 0.99
     # grokking, not plain learning: the training set is fit long before validation catches up
