@@ -21,8 +21,8 @@ def train(preset, tmp_path):
 
 
 def test_nanda_tiny_groks():
-    """The preset as trained once for the session's tests (_runhelp.finished_run: its recording and checkpoints
-    change no step of its training)."""
+    """The preset's own run (its recording and checkpoints), trained once for the session's tests that read it
+    (_runhelp.finished_run)."""
     run = finished_run("nanda-tiny")
     m, s = run.metrics, run.summary
     grok = s["grok_step"]["mod 37"]
