@@ -259,6 +259,8 @@ SEARCH = (
             (*MODEL_35G, "optim.lr=1e-2", *DATA), steps=30_000, seeds=8),
     Setting("35g-start-angle1-8to15", "35g-start-angle1 at the next 8 seeds (8 to 15)",
             (*MODEL_35G, "optim.lr=1e-2", *DATA, "train.seed=8"), steps=30_000, seeds=8),
+    Setting("35g-start-angle1-16to23", "35g-start-angle1 at 8 seeds more (16 to 23): the 35 whose screen ended lowest",
+            (*MODEL_35G, "optim.lr=1e-2", *DATA, "train.seed=16"), steps=30_000, seeds=8),
     targeted("35h-t18", "41a1-m7-b17 with its gate tied to up at once (35 parameters: the gate dropped), given the "
              "round: 35g's control", "41a1-m7-b17", ("41a1-m7-b17@18",), model=MODEL_35G),
     Setting("35u-start-angle1", "41-start-angle1 (the screen of 41a1-m7's seed) at 35 parameters, a ReLU MLP of "
