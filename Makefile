@@ -195,7 +195,7 @@ test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 mi
 test-multihost: $(STAMP)  ## the sweeps across two local CPU processes (jax.distributed, gloo) and over four host devices, ~2 min; left out of make test to keep it under 10 minutes
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -m multihost $(ARGS)
 
-test-studies: $(STAMP)  ## the study scripts and the long end-to-end runs (book modes, same-start, frequency ablation, the new options at once, a sequence run's figures, the book tasks and miiii-tiny learning, a minibatch sweep, a diverged sweep member, the matmul precision, log-spaced recording, a sweep member read back, crossed grids, every paper figure drawn, the paper study's runs, the split as a sweep axis, a recording of every hook point, the registries' new figure, a phased preset's two phases, the 18 slowest unit tests marked SLOW in tests/_runhelp.py); left out of make test (10-minute budget)
+test-studies: $(STAMP)  ## the study scripts and the long end-to-end runs (book modes, same-start, frequency ablation, the new options at once, a sequence run's figures, the book tasks and miiii-tiny learning, a minibatch sweep, a diverged sweep member, the matmul precision, log-spaced recording, a sweep member read back, crossed grids, every paper figure drawn, the paper study's runs, the split as a sweep axis, a recording of every hook point, the registries' new figure, a phased preset's two phases, the slowest unit tests, marked SLOW (tests/_runhelp.py)); left out of make test (10-minute budget)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) -m study $(ARGS)
 
 # the `notebook` extra (jupytext, nbclient, ipykernel, pandas) into .venv, again when pyproject.toml changes

@@ -283,12 +283,13 @@ def study(args) -> int:
     recorded = args.smoke if args.recorded_seeds is None else args.recorded_seeds
     cfgs = plan(out, args.smoke, roles, args.reuse, args.steps, args.sets, args.seeds, args.variant, recorded)
     if args.plan or not args.reuse:  # a reused study's plan is its first one: nothing new is measured
+        def planned(timed: bool):
+            return describe([role_plan(role, cfg, args.seeds, recorded, timed) for role, cfg in cfgs.items()], out)
+
         # the bytes first: a plan the disk cannot hold is refused before its programs are compiled and timed
-        plans = [role_plan(role, cfg, args.seeds, recorded, timed=False) for role, cfg in cfgs.items()]
-        lines, problems = describe(plans, out)
+        lines, problems = planned(timed=False)
         if not problems:
-            plans = [role_plan(role, cfg, args.seeds, recorded) for role, cfg in cfgs.items()]
-            lines, problems = describe(plans, out)
+            lines, problems = planned(timed=True)
         print("\n".join(lines), flush=True)
         if problems:
             raise ConfigError("the plan does not fit: " + "; ".join(problems) + " (fewer --seeds or --roles, or "
