@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import types
 import typing
@@ -70,6 +71,13 @@ class ModelConfig:
     # Norms shared by name: each group "ln1+ln2+ln_final" (names in NORM_NAMES; every block's) is one learned scale
     # (and LayerNorm's bias) that all its norms use, counted once; the norms of a group must have one size and kind
     norm_groups: tuple[str, ...] = ()
+    # Pinned entries: each "WEIGHT[INDEX]=VALUE" holds those entries of a parameter at a constant, learned by no step
+    # and counted by no count: the array's other entries are its parameter (WEIGHT_free, flat). WEIGHT is W_E_arc (the
+    # arc's amplitude, start, stride), shared_norm_K.scale (model.norm_groups' K-th group) or attn.W_* / mlp.W_* (a
+    # master of model.ties, in every block); INDEX is integers or ':' per axis (missing axes: all), e.g.
+    # ("W_E_arc[0]=40", "mlp.W_in[2]=10"). A model with a continuous symmetry fixes its gauge this way, losing no
+    # function (experiments/adderboard: the 41's six)
+    pins: tuple[str, ...] = ()
     # The grokking disputes' knobs (off at their defaults): a fixed output scale multiplying the logits (Kumar et al.'s
     # alpha; a fixed temperature 1 / T), and a factor on every initial parameter (Omnigrok's initial weight norm)
     logit_scale: float = 1.0
@@ -131,6 +139,49 @@ def parse_ties(ties: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, str]]:
     if any((mod, master) in out for (mod, _), (_, master) in out.items()):
         raise ValueError("model.ties: a master is itself a follower; tie each follower to an untied weight")
     return out
+
+
+PIN = re.compile(r"^(W_E_arc|shared_norm_\d+\.scale|(?:attn|mlp)\.W_\w+)\[([0-9:, ]+)\]=(\S+)$")
+
+
+def parse_pins(pins: tuple[str, ...]) -> dict[str, list[tuple[tuple, float]]]:
+    """{weight: [(index, value)]} of model.pins, each index a tuple of ints and slice(None); ValueError naming the
+    first entry that does not read."""
+    out: dict[str, list] = {}
+    for entry in pins:
+        m = PIN.match(entry)
+        try:
+            index = tuple(slice(None) if i.strip() == ":" else int(i) for i in m.group(2).split(","))
+            value = float(m.group(3))
+            if not math.isfinite(value):
+                raise ValueError
+        except (AttributeError, ValueError):
+            raise ValueError(f"model.pins entry '{entry}': write WEIGHT[INDEX]=VALUE, WEIGHT one of W_E_arc, "
+                             "shared_norm_K.scale, attn.W_*, mlp.W_*, INDEX integers or ':' by commas, VALUE a "
+                             "finite number") from None
+        out.setdefault(m.group(1), []).append((index, value))
+    return out
+
+
+def pin_mask(weight: str, shape: tuple, pins: tuple[str, ...]):
+    """(free, values) of `weight`'s model.pins: free the bool mask of its learned entries, values its constants (0 at
+    the free entries); None when no pin names it. ValueError when an index does not fit the shape."""
+    import numpy as np  # here: reading a config imports numpy only when it pins
+
+    rules = parse_pins(pins).get(weight)
+    if not rules:
+        return None
+    free, values = np.ones(shape, bool), np.zeros(shape, np.float32)
+    for index, value in rules:
+        try:
+            free[index], values[index] = False, value
+        except (IndexError, ValueError):
+            shown_index = ", ".join(":" if isinstance(i, slice) else str(i) for i in index)
+            raise ValueError(f"model.pins: {weight}[{shown_index}] is not an entry of its shape "
+                             f"{tuple(shape)}") from None
+    if not free.any():
+        raise ValueError(f"model.pins: every entry of {weight} is pinned; leave one free, or tie it")
+    return free, values
 
 
 @dataclass(frozen=True)
@@ -344,9 +395,10 @@ MAX_RANGE = 2**20  # values an a:b range of --set may hold (MLP neurons: this mo
 
 
 def _parse_tuple(key: str, elem: type, text: str) -> tuple:
-    """Comma-separated values; for ints also `a:b` ranges (`0:4,9` -> 0, 1, 2, 3, 9). Empty text -> ()."""
+    """Comma-separated values (a comma inside [...] is a value's: model.pins' indices); for ints also `a:b` ranges
+    (`0:4,9` -> 0, 1, 2, 3, 9). Empty text -> ()."""
     out: list = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in (p.strip() for p in re.split(r",(?![^\[]*\])", text)):
         if not part:
             continue
         try:

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.config import TURNED, ConfigError
+from miiii.config import TURNED, ConfigError, pin_mask
 from miiii.files import RunError, write_text_atomic
 from miiii.model import count_params
 from miiii.run import load_run
 from miiii.rundir import flatten_params, run_owning
 from miiii.tasks import task_spec
 from miiii.tokens import BOOK_VOCAB, EOS, EQUALS, PLUS
+from miiii.validate import pinnable
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
 
@@ -54,8 +55,21 @@ def build_model():
     """(model, metadata): model is the dict of weights plus the architecture settings."""
     with np.load(io.BytesIO(base64.b64decode(_WEIGHTS))) as z:
         weights = {{k: z[k].astype(np.float64) for k in z.files}}
+    weights = _unpin(weights, CONFIG.get("pinned", {{}}))
     model = dict(weights=_untie(weights, CONFIG["ties"], CONFIG["n_layers"], CONFIG["norm_groups"]), **CONFIG)
     return model, dict(CONFIG["metadata"])
+
+
+def _unpin(weights, pinned):
+    """Each weight with pinned entries (model.pins: constants, learned by no step and counted by no count) built
+    from its stored free entries (NAME_free, in row-major order) and its constants (flat index, value)."""
+    for path, spec in pinned.items():
+        full, free = np.zeros(int(np.prod(spec["shape"]))), np.ones(int(np.prod(spec["shape"])), bool)
+        for index, value in spec["constants"]:
+            full[index], free[index] = value, False
+        full[free] = weights.pop(path + "_free")
+        weights[path] = full.reshape(spec["shape"])
+    return weights
 
 
 def _turn(x, angle):
@@ -210,9 +224,29 @@ def check_output(out: Path, force: bool) -> None:
         raise ConfigError(f"{out} already exists; choose another name, or --force to replace it")
 
 
-def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = None, force: bool = False) -> dict:
+def pinned_constants(m, stored: list[str]) -> dict:
+    """{stored path: {shape, constants: [[flat index, value], ...]}} of each weight model.pins holds entries of, in
+    every block, for the file's _unpin."""
+    out = {}
+    for weight, shape in pinnable(m).items():
+        mask = pin_mask(weight, shape, m.pins)
+        if mask is None:
+            continue
+        free, values = mask
+        path = weight.replace(".", "/")
+        for key in (k[: -len("_free")] for k in stored if k.endswith("_free")):
+            if key == path or key.endswith("/" + path):  # a block weight: blocks_i/attn/W_Q
+                out[key] = dict(shape=list(shape), constants=[[int(i), float(values.flat[i])]
+                                                               for i in np.flatnonzero(~free)])
+    return out
+
+
+def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = None, force: bool = False,
+                 history: str | None = None) -> dict:
     """Write the submission module for a trained addition run; returns its metadata. Nothing is written unless
-    every check passes; `force` replaces an existing file that is not part of a run."""
+    every check passes; `force` replaces an existing file that is not part of a run. `history` says how the
+    parameters were reached, in place of the config's optimizer and steps (a folder no step trained: a trained run's
+    parameters written again, experiments/adderboard/gauge.py)."""
     out = Path(out_path)
     check_output(out, force)
     run = load_run(run_dir)
@@ -237,16 +271,18 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
             f"{('pre-RMSNorm, ' if m.norm == 'rms' else 'pre-LN, ') if m.layer_norm else ''}"
             f"{'QK-norm, ' if m.qk_norm else ''}{f'RoPE theta {m.rope_theta:g}, ' if m.rope_theta else ''}"
             f"{'causal, ' if m.causal else ''}{'learned positions, ' if m.pos_embed else ''}"
-            f"{'circular-arc embedding (3 parameters), ' if m.embed == 'arc' else ''}"
+            f"{'circular-arc embedding (amplitude, start, stride), ' if m.embed == 'arc' else ''}"
             f"{'tied embedding/unembedding, ' if m.tie_head else ''}"
-            f"{''.join(f'tied {t}, ' for t in m.ties)}vocab {spec.vocab}")
+            f"{''.join(f'tied {t}, ' for t in m.ties)}{''.join(f'pinned {p}, ' for p in m.pins)}vocab {spec.vocab}")
     layout = (["digits are the only tokens, 0 the separator: 0 a 0 0 b 0, every number ones-first"] if board else
               ["sum written ones-digit first (reversed)"])
     tricks = [*layout, "operands zero-padded to a fixed width",
               f"AdamW lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps}-step warm-up, {cfg.optim.schedule} decay, "
               f"clip {cfg.optim.clip_norm:g}, batch {cfg.train.batch_size or 'full'}, {cfg.train.steps} steps",
               f"{cfg.task.n_train:,} random training pairs"]
-    if cfg.train.init_from:  # a later phase: the steps above continued another run's parameters
+    if history is not None:
+        tricks = [*layout, "operands zero-padded to a fixed width", history]
+    elif cfg.train.init_from:  # a later phase: the steps above continued another run's parameters
         tricks.append(f"trained in phases: this phase started from the parameters of {Path(cfg.train.init_from).name}")
     metadata = dict(name=name or f"miiii-adder-{n}", author=AUTHOR, params=n_params, architecture=arch,
                     tricks=tricks)
@@ -255,6 +291,8 @@ def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = N
                   qk_norm=m.qk_norm, rope_theta=m.rope_theta, mlp_act=m.mlp_act, embed=m.embed,
                   d_model=m.d_model, d_vocab=spec.vocab, ties=list(m.ties), norm_groups=list(m.norm_groups),
                   format="digits" if board else "book", max_len=cfg.task.seq_len, metadata=metadata)
+    if m.pins:
+        config["pinned"] = pinned_constants(m, list(flat))
     buf = io.BytesIO()
     np.savez_compressed(buf, **flat)
     text = _TEMPLATE.format(name=metadata["name"], n=n, run=Path(run_dir).name, config=json.dumps(config),

@@ -24,8 +24,9 @@ from typing import NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from miiii.config import TURNED, ConfigError, ModelConfig, parse_ties
+from miiii.config import TURNED, ConfigError, ModelConfig, parse_pins, parse_ties, pin_mask
 
 
 def _normal(std: float):
@@ -129,15 +130,28 @@ def normalise(x, scale, bias, eps: float):
     return (z * jax.lax.rsqrt(jnp.mean(jnp.square(z), -1, keepdims=True) + eps) * scale + bias).astype(x.dtype)
 
 
+def pinned_param(module: nn.Module, name: str, weight: str, init, shape: tuple, pins: tuple[str, ...]):
+    """module.param(name, init, shape), or, with entries of `weight` pinned, the array built from the parameter
+    {name}_free (its free entries, flat, drawn as the full init draws them) and the pins' constants."""
+    mask = pin_mask(weight, tuple(shape), pins)
+    if mask is None:
+        return module.param(name, init, shape)
+    free, values = mask
+    where = np.nonzero(free)
+    draw = lambda key, _, dtype=jnp.float32: init(key, shape, dtype)[where]  # noqa: E731
+    return jnp.asarray(values).at[where].set(module.param(f"{name}_free", draw, (int(free.sum()),)))
+
+
 class SharedNorm(nn.Module):
     """One group of model.norm_groups: the scale (and LayerNorm's bias) its norms use."""
 
     size: int
     rms: bool
+    pins: tuple[str, ...] = ()
 
     @nn.compact
     def __call__(self):
-        scale = self.param("scale", nn.initializers.ones, (self.size,))
+        scale = pinned_param(self, "scale", f"{self.name}.scale", nn.initializers.ones, (self.size,), self.pins)
         return scale, None if self.rms else self.param("bias", nn.initializers.zeros, (self.size,))
 
 
@@ -147,7 +161,7 @@ def shared_norms(c: ModelConfig) -> dict:
     for k, group in enumerate(c.norm_groups):
         names = group.split("+")
         qk = names[0] in ("q_norm", "k_norm")
-        out |= dict.fromkeys(names, SharedNorm(c.d_head if qk else c.d_model, qk or c.norm == "rms",
+        out |= dict.fromkeys(names, SharedNorm(c.d_head if qk else c.d_model, qk or c.norm == "rms", c.pins,
                                                name=f"shared_norm_{k}")())
     return out
 
@@ -167,11 +181,16 @@ def arc_embedding(arc, d_vocab: int, d_model: int):
 
 
 def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: list[tuple[str, object, tuple]],
-                  angle0: float = 0.0):
+                  angle0: float = 0.0, pins: tuple[str, ...] = ()):
     """The module's weights {name: array}: each master a parameter (created in `specs` order, so with no ties the
-    parameters and their random draws are the untied model's), each follower its master transformed."""
+    parameters and their random draws are the untied model's; model.pins' entries held), each follower its master
+    transformed."""
     tied = {f: v for (mod, f), v in parse_ties(ties).items() if mod == scope}
-    w = {name: module.param(name, init, shape) for name, init, shape in specs if name not in tied}
+    pinned = [w for w in parse_pins(pins) if w.startswith(f"{scope}.") and w.split(".")[1] in tied]
+    if pinned:
+        raise ValueError(f"model.pins: {pinned[0]} is tied (model.ties): pin its master's entries")
+    w = {name: pinned_param(module, name, f"{scope}.{name}", init, shape, pins) for name, init, shape in specs
+         if name not in tied}
     for name, _, shape in specs:
         if name not in tied:
             continue
@@ -209,7 +228,7 @@ class Attention(nn.Module):
         H, G, d, e = c.n_heads, c.kv_heads, c.d_model, c.d_head  # G key/value heads, each read by H / G queries
         w = block_weights(self, c.ties, "attn", [("W_Q", init.matrix(d), (H, d, e)), ("W_K", init.matrix(d), (G, d, e)),
                                                  ("W_V", init.matrix(d), (G, d, e)),
-                                                 ("W_O", init.matrix(H * e), (H, e, d))], c.tie_angle)
+                                                 ("W_O", init.matrix(H * e), (H, e, d))], c.tie_angle, c.pins)
         W_Q, W_K, W_V, W_O = w["W_Q"], w["W_K"], w["W_V"], w["W_O"]
         b, t, _ = h.shape
         tq = 1 if self.last_only else t
@@ -255,7 +274,8 @@ class MLP(nn.Module):
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         d, m = c.d_model, c.mlp_dim
         w = block_weights(self, c.ties, "mlp", [("W_in", init.matrix(d), (d, m)), ("W_out", init.matrix(m), (m, d))]
-                          + ([("W_gate", init.matrix(d), (d, m))] if c.mlp_act == "swiglu" else []), c.tie_angle)
+                          + ([("W_gate", init.matrix(d), (d, m))] if c.mlp_act == "swiglu" else []), c.tie_angle,
+                          c.pins)
         W_in, W_out = w["W_in"], w["W_out"]
         pre = h @ W_in
         if c.mlp_bias:
@@ -333,7 +353,7 @@ class Transformer(nn.Module):
         gradient through it)."""
         c, init = self.cfg, Init(self.cfg.init, self.cfg.d_model)
         if c.embed == "arc":
-            arc = self.param("W_E_arc", arc_init(self.d_vocab, c.arc_init), (3,))
+            arc = pinned_param(self, "W_E_arc", "W_E_arc", arc_init(self.d_vocab, c.arc_init), (3,), c.pins)
             W_E = arc_embedding(arc, self.d_vocab, c.d_model)
         else:
             W_E = self.param("W_E", init.embed(), (self.d_vocab, c.d_model))
@@ -381,7 +401,7 @@ def small_decoder_options(cfg: ModelConfig) -> list[str]:
     the TransformerLens export read the paper's and the book's models and refuse these by name."""
     base = ModelConfig()
     return [k for k in ("head_dim", "n_kv_heads", "rope_theta", "norm", "qk_norm", "mlp_act", "embed", "ties",
-                        "norm_groups", "ln_position")
+                        "norm_groups", "pins", "ln_position")
             if getattr(cfg, k) != getattr(base, k)]
 
 

@@ -271,7 +271,10 @@ def build(cfg: RunConfig, task: Task):
     """The recording plan, checked against the model's names and shapes (`jax.eval_shape`: nothing is built or
     compiled for it), and the trainer that records it."""
     model = build_model(cfg.model, task)
-    shapes = abstract_params(model, task.n_ctx)
+    try:  # a tie between weights of different shapes, say, shows only when the model is built
+        shapes = abstract_params(model, task.n_ctx)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if cfg.train.soft_ties:
         check_soft_ties(cfg.train.soft_ties, shapes)
     rec = plan(cfg, task, lambda p, x: model.apply({"params": p}, x), shapes)

@@ -18,7 +18,9 @@ from miiii.config import (
     TURNED,
     RunConfig,
     parse_norm_groups,
+    parse_pins,
     parse_ties,
+    pin_mask,
 )
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.optimizers import OPTIMIZERS
@@ -128,6 +130,29 @@ def check_norm_groups(m) -> None:
                              "k_norm: the head size, RMSNorm)")
 
 
+def pinnable(m) -> dict[str, tuple]:
+    """{weight: shape} of every weight model.pins may name in this model: its arc, shared norm scales and the block
+    weights it learns (a follower of model.ties is computed, not learned)."""
+    H, G, d, e, k = m.n_heads, m.kv_heads, m.d_model, m.d_head, m.mlp_dim
+    shapes = {"attn.W_Q": (H, d, e), "attn.W_K": (G, d, e), "attn.W_V": (G, d, e), "attn.W_O": (H, e, d),
+              "mlp.W_in": (d, k), "mlp.W_out": (k, d)} | ({"mlp.W_gate": (d, k)} if m.mlp_act == "swiglu" else {})
+    shapes |= {"W_E_arc": (3,)} if m.embed == "arc" else {}
+    for i, group in enumerate(m.norm_groups):
+        shapes[f"shared_norm_{i}.scale"] = (e if group.split("+")[0] in ("q_norm", "k_norm") else d,)
+    for (module, follower) in parse_ties(m.ties):
+        shapes.pop(f"{module}.{follower}", None)
+    return shapes
+
+
+def check_pins(m) -> None:
+    """model.pins: each names a weight this model learns and entries of its shape (ValueError)."""
+    shapes = pinnable(m)
+    for weight in parse_pins(m.pins):
+        if weight not in shapes:
+            raise ValueError(f"model.pins: this model learns no {weight}; pin one of {', '.join(shapes)}")
+        pin_mask(weight, shapes[weight], m.pins)
+
+
 def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
     """Reject configs that cannot run, with a message that names the fix. `host` False leaves out the checks that
     depend on this machine (its memory, and the replay file a config names by its path), so a run written on a larger
@@ -203,6 +228,7 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
     try:
         turned = [t for t, _ in parse_ties(m.ties).values() if t in TURNED]
         check_norm_groups(m)
+        check_pins(m)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if tr.soft_ties:

@@ -101,6 +101,8 @@ BAD = [
     (["train", "--preset", "nanda-tiny", "--set", "optimizer=adam"], "(did you mean 'adamw'?)"),
     (["train", "--preset", "nanda-tiny", "--set", "loss_dtype=float128"], f"choose one of {', '.join(LOSS_DTYPES)}"),
     (["train", "--preset", "nanda-tiny", "--set", "orthograd=maybe"], "takes a bool"),
+    (["train", "--preset", "adder-146", "--set", "model.ties=attn.W_V=T(attn.W_Q)"], "cannot be T"),  # shapes
+    (["train", "--preset", "adder-146", "--set", "model.pins=mlp.W_in[7]=0"], "not an entry of its shape"),
     (["frobnicate"], "invalid choice"),
     (["sweep", "--preset", "nanda-tiny", "--grid", "d_model=64,128"], "cannot be swept"),
     (["sweep", "--preset", "nanda-tiny", "--grid", "lr=1e-3,fast"], "must be numbers"),
