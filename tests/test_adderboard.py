@@ -87,3 +87,18 @@ def test_a_phased_setting_trains_its_preset_at_its_seed_and_reads_its_last_phase
         (tmp_path / "preset-62-phases" / f"phase-{k}").mkdir(parents=True)
     assert [p.name for p in study.phase_dirs(tmp_path / "preset-62-phases")][-2:] == ["phase-3", "phase-10"]
     assert study.setting_record(by["preset-62-phases"], tmp_path) is None
+
+
+def test_derived_records_merge_render_and_are_scored():
+    """A derived folder (gauge.py) keeps its record through --only rewrites of others, is rendered with its pins
+    and check, and its export is among the scores; each derived in the bundle qualifies as its source does."""
+    derived = SUMMARY["derived"]
+    assert {d["name"] for d in derived} == {d.name for d in study.DERIVED}
+    scored = {s["setting"]: s for s in SUMMARY["scores"]}
+    for d in derived:
+        assert d["same_argmax"] and scored[d["name"]]["params"] == d["params"] < 36
+        assert scored[d["name"]]["passed"] == scored[d["source"]]["passed"]  # the source's decoder, as derived
+        assert all(f"`{p}`" in study.results_md(SUMMARY) for p in d["pins"])
+    new = {"qualify": study.QUALIFY, "settings": [SUMMARY["settings"][0]], "scores": []}
+    out = study.merged(BUNDLE / "summaries" / "search.json", new)
+    assert out["derived"] == derived and [s for s in out["scores"] if s["setting"] == derived[0]["name"]]

@@ -71,15 +71,13 @@ def restore(submission: Path, runs: Path, name: str | None = None) -> Path:
     import jax
 
     from experiments.adderboard.study import model_shapes
-    from miiii.files import write_json_atomic
-    from miiii.integrity import write_manifest
-    from miiii.rundir import flatten_params, unflatten, write_config, write_params
+    from miiii.rundir import flatten_params
 
     exported, weights = read_submission(submission)
     if name is not None and name != exported:
         raise ConfigError(f"{submission} exports {exported}, not {name}; leave out --setting, or name {exported}")
     name = exported
-    run_dir, tmp = runs / name, runs / f".{name}.restoring"
+    run_dir = runs / name
     if runs.exists() and not runs.is_dir():
         raise ConfigError(f"--runs {runs} is a file; name the study's runs folder")
     if run_dir.exists() or run_dir.is_symlink():
@@ -91,12 +89,25 @@ def restore(submission: Path, runs: Path, name: str | None = None) -> Path:
     if want != have:
         wrong = sorted(set(want) ^ set(have)) or [k for k in want if want[k] != have[k]]
         raise ConfigError(f"{submission}'s weights are not {name}'s model (first differing: {wrong[0]})")
-    shutil.rmtree(tmp, ignore_errors=True)  # an earlier restore's, stopped half-way: nothing in it is kept
+    return write_source(run_dir, cfg, weights, RESTORED, {"from": str(submission), "setting": name})
+
+
+def write_source(run_dir: Path, cfg, weights: dict[str, np.ndarray], note: str, provenance: dict) -> Path:
+    """A run folder that is a source of parameters only (config.json, params.npz, checksums.json and `note`, a JSON
+    file saying where it came from; no summary), written aside and then renamed: it appears whole or not at all."""
+    import jax
+
+    from miiii.files import write_json_atomic
+    from miiii.integrity import write_manifest
+    from miiii.rundir import unflatten, write_config, write_params
+
+    tmp = run_dir.parent / f".{run_dir.name}.restoring"
+    shutil.rmtree(tmp, ignore_errors=True)  # an earlier write's, stopped half-way: nothing in it is kept
     tmp.mkdir(parents=True)
-    try:  # written aside, then renamed: RUNS/NAME appears whole or not at all
+    try:
         write_config(tmp, cfg)
         write_params(tmp, jax.tree.map(np.asarray, unflatten(weights)))
-        write_json_atomic(tmp / RESTORED, {"from": str(submission), "setting": name})
+        write_json_atomic(tmp / note, provenance)
         write_manifest(tmp)
         tmp.rename(run_dir)
     except BaseException:

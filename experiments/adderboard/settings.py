@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from experiments.adderboard.gauge import HEAD_FREE, MODEL_PINS
 from miiii.presets import SHARED_NORMS
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -50,6 +51,12 @@ MODEL_35G = (*SMALL, T41 + "," + SOFT_GATE, SHARED, "model.tie_angle=1.0", *FROM
 MODEL_35GR = (*SMALL, T41R + "," + SOFT_GATE, SHARED, "model.tie_angle=-0.5", *FROM_ARC)
 # 35 parameters: the 41 with a ReLU MLP of width 2 in place of SwiGLU's (relu(x W_in) W_out: no gate)
 MODEL_35U = (*MODEL_41A1, "model.mlp_act=relu")
+# 35 parameters: the 41 with its six exact symmetries fixed by pinned entries (gauge.py: the same function class)
+MODEL_35P = (*MODEL_41A1, MODEL_PINS)
+GAUGED_41 = "41a1-m7-b17-35p"  # gauge.py's folder of the trained 41 as the 35 (its logits the 41's)
+# 33 parameters: the 35 with the MLP's write to residual dim 2 pinned at 0 too (gauge.py --head-free: the same argmax)
+MODEL_33P = (*MODEL_41A1, MODEL_PINS + "," + ",".join(HEAD_FREE))
+HEAD_FREE_41 = "41a1-m7-b17-33p"  # gauge.py --head-free's folder: the trained 41 as the 33 (its argmax the 41's)
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,23 @@ class Setting:
     hard_share: float = 0.5  # the replayed rows' share of the training set (the hard pairs repeated to about it)
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A trained run written again without its exact symmetries (gauge.py): no training step; its held-out exact
+    match measured and its export scored as a run's."""
+    name: str
+    why: str
+    source: str  # the trained run (a setting's, under the same runs folder)
+    head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
+
+
+DERIVED = (
+    Derived(GAUGED_41, "the trained 41 (41a1-m7-b17) with its six exact symmetries fixed by pins (gauge.py): the "
+            "same logits from 35 parameters", "41a1-m7-b17"),
+    Derived(HEAD_FREE_41, "the 35 with the MLP's write to residual dim 2 pinned at 0 as well (gauge.py --head-free): "
+            "that write reaches only ln_final's RMS, a positive factor on a position's logits, so every argmax is "
+            "the 41's, from 33 parameters", "41a1-m7-b17", head_free=True),
+)
 HARD_PAIRS = 100_000
 # a targeted round's pairs of the training draw (seed 42: the first of the 2M the earlier stages trained on)
 REPLAY_N = 500_000
@@ -270,6 +294,15 @@ SEARCH = (
             "loss of 1, one of 41-start-angle1's) at 35 parameters, SwiGLU's gate = its up as 35g-start-angle1 (the "
             "35 that ended lowest), 8 seeds, 30k steps at lr 1e-2", (*MODEL_35GR, "optim.lr=1e-2", *DATA),
             steps=30_000, seeds=8),
+    targeted("35p-r18", f"{GAUGED_41} (the trained 41 as the 35 with its symmetries pinned, gauge.py) given a "
+             "round at lr 1e-4 with 41a1-m7-b17's hard pairs half the set", GAUGED_41, ("41a1-m7-b17@18",),
+             lr="1e-4", model=MODEL_35P),
+    targeted("35p-b18", f"{GAUGED_41} given a round at lr 1e-3 (41a1-m7-b's) with 41a1-m7-b17's hard pairs half "
+             "the set", GAUGED_41, ("41a1-m7-b17@18",), model=MODEL_35P),
+    targeted("33p-b18", f"{HEAD_FREE_41} (the trained 41 as the 33, gauge.py --head-free) given a round as "
+             "41a1-m7-b's (lr 1e-3, the hard pairs 90 % of the set, united over sources: here the 41's own wrong pairs "
+             "at four seeds, its earlier rounds' runs being gone)", HEAD_FREE_41,
+             tuple(f"{HEAD_FREE_41}@{k}" for k in range(18, 22)), share=0.9, model=MODEL_33P),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.adderboard.hard import carry_shaped, error_profile, hard_union, off_by_one, save_atomic, source
-from experiments.adderboard.settings import HARD_PAIRS, REPLAY_N, SEARCH, Setting
+from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, SEARCH, Derived, Setting
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
@@ -181,6 +181,47 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
     return rec
 
 
+def derived_record(d: Derived, runs: Path) -> dict | None:
+    """A derived folder's record: its count, gauge.py's check against the source, its held-out exact match."""
+    from dataclasses import replace
+
+    from experiments.adderboard.gauge import GAUGED
+    from miiii.bookeval import Evaluator
+    from miiii.run import load_run
+
+    folder = runs / d.name
+    if not (folder / GAUGED).is_file():
+        return None
+    check = json.loads((folder / GAUGED).read_text())
+    run = load_run(folder)
+    ev = Evaluator(run, replace(run.config.task, replay="", n_train=8))  # the run's held-out set, no training set
+    return dict(name=d.name, why=d.why, source=d.source, params=unique_params(folder), pins=check["pins"],
+                logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
+                rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
+                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}"
+                + " --head-free" * d.head_free)
+
+
+def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
+    """Export and score every derived folder (its metadata saying how its parameters were reached)."""
+    from experiments.adderboard.score import load, score
+    from miiii.export import export_adder
+
+    scores = []
+    for rec in records:
+        name = f"adder-{rec['params']}p-{rec['name']}"
+        path = out / "submissions" / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.py")
+        export_adder(runs / rec["name"], tmp, name=name, force=True,
+                     history=f"trained as {rec['source']} (its chain of study settings), then written again with "
+                     f"entries pinned, no training step: {', '.join(rec['pins'])} (experiments/adderboard/gauge.py)")
+        shutil.move(tmp, path)
+        scores.append(dict(setting=rec["name"], run=rec["name"], file=f"submissions/{path.name}",
+                           **score(load(path), 10_000)))
+    return scores
+
+
 def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
     """Export and score (the verifier's 10,010 cases) every run at EXPORT_AT or above; the files join out/."""
     from experiments.adderboard.score import load, score
@@ -209,13 +250,16 @@ def merged(path: Path, new: dict) -> dict:
     if not path.is_file():
         return new
     old = json.loads(path.read_text())
-    names = {r["name"] for r in new["settings"]}
-    order = {s.name: k for k, s in enumerate(SEARCH)}  # a setting no longer searched keeps its record, last
+    names = {r["name"] for r in new["settings"] + new.get("derived", [])}
+    # a setting no longer searched keeps its record, last
+    order = {n: k for k, n in enumerate([s.name for s in SEARCH] + [d.name for d in DERIVED])}
     settings = sorted([r for r in old["settings"] if r["name"] not in names] + new["settings"],
                       key=lambda r: order.get(r["name"], len(order)))
+    derived = sorted([r for r in old.get("derived", []) if r["name"] not in names] + new.get("derived", []),
+                     key=lambda r: order.get(r["name"], len(order)))
     scores = sorted([s for s in old["scores"] if s["setting"] not in names] + new["scores"],
                     key=lambda s: order.get(s["setting"], len(order)))
-    return {"qualify": QUALIFY, "settings": settings, "scores": scores}
+    return {"qualify": QUALIFY, "settings": settings, "scores": scores} | ({"derived": derived} if derived else {})
 
 
 def results_md(summary: dict) -> str:
@@ -279,6 +323,18 @@ def results_md(summary: dict) -> str:
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['name']} | {', '.join(g['ties'])} | {g['weight']:g} | {g['start']:.4g} | {g['end']:.4g} "
                   f"| {m['exact']:.3f} | {g['tied_exact']:.3f} |" for r, m in soft if (g := m["soft"])]
+    if summary.get("derived"):
+        lines += ["", "## Trained runs without their symmetries (gauge.py)", "",
+                  "A trained run's parameters moved along directions that change no argmax, then entries pinned "
+                  "(`model.pins`: constants, no parameters), with no training step. *Logits*: on the source's "
+                  "first held-out rows, the derived logits are the source's times a positive factor per position "
+                  "(its range; 1 where the directions keep the logits themselves), to the largest gap shown, as a "
+                  "share of the largest logit (float32). *Exact match* as above.", "",
+                  "| folder | from | unique params | pins | logits: factor, gap (rows) | same argmax | exact match |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['source']} | {r['params']} | {', '.join(f'`{p}`' for p in r['pins'])} | "
+                  f"{r['factor'][0]:.4f} – {r['factor'][1]:.4f}, {r['logit_gap']:.1e} ({r['rows']}) | "
+                  f"{'yes' if r['same_argmax'] else 'no'} | {r['exact']:.4f} |" for r in summary["derived"]]
     lines += ["", "## Scored on the verifier's cases", ""]
     if summary["scores"]:
         lines += ["| file | unique params | cases passed | accuracy | qualifies |", "|---|---|---|---|---|"]
@@ -287,7 +343,8 @@ def results_md(summary: dict) -> str:
     else:
         lines.append(f"No run has reached {EXPORT_AT:.2f} exact match on the held-out pairs yet: nothing qualifies.")
     lines += ["", "## What each setting asks", ""]
-    lines += [f"- **{r['name']}**: {r['why']}. `{r['command']}`" for r in summary["settings"]]
+    lines += [f"- **{r['name']}**: {r['why']}. `{r['command']}`" for r in summary["settings"]
+              + summary.get("derived", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -313,12 +370,19 @@ def study(args) -> int:
                     find_hard(s, args.runs)
                 if (rc := miiii(command(s, args.runs))) != 0:
                     return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
+        for d in DERIVED:
+            if (not args.only or d.name in args.only) and not (args.runs / d.name).exists():
+                from experiments.adderboard.gauge import gauge
+
+                gauge(args.runs / d.source, args.runs / d.name, head_free=d.head_free)
     settings = [r for s in SEARCH if not args.only or s.name in args.only
                 if (r := setting_record(s, args.runs)) is not None]
-    if not settings:
+    derived = [r for d in DERIVED if not args.only or d.name in args.only
+               if (r := derived_record(d, args.runs)) is not None]
+    if not settings and not derived:
         raise ConfigError(f"no setting of the search has finished runs under {args.runs}")
-    summary = {"qualify": QUALIFY, "settings": settings}
-    summary["scores"] = score_runs(summary, args.runs, args.out)
+    summary = {"qualify": QUALIFY, "settings": settings} | ({"derived": derived} if derived else {})
+    summary["scores"] = score_runs(summary, args.runs, args.out) + score_derived(derived, args.runs, args.out)
     if args.only:  # the other settings' records stay as the bundle has them (their runs may be gone)
         summary = merged(args.out / "summaries" / "search.json", summary)
     (args.out / "summaries").mkdir(parents=True, exist_ok=True)
@@ -332,7 +396,8 @@ def parser() -> OneLineParser:
     ap.add_argument("--out", type=Path, default=Path("runs/adderboard"),
                     help="the bundle (default runs/adderboard, scratch; --out results/adderboard rewrites the "
                          "committed one)")
-    ap.add_argument("--only", nargs="+", action="extend", default=None, choices=[s.name for s in SEARCH],
+    ap.add_argument("--only", nargs="+", action="extend", default=None,
+                    choices=[s.name for s in SEARCH] + [d.name for d in DERIVED],
                     help="these settings only (repeatable: --only A B --only C); the bundle's records of the others "
                          "are kept as they are")
     ap.add_argument("--no-train", action="store_true", help="write the bundle from the finished runs as they are")

@@ -1,0 +1,180 @@
+"""The 41's exact symmetries fixed: a 35-parameter model that computes the 41's function (model.pins).
+
+    python -m experiments.adderboard.gauge runs/adder/41a1-m7-b17 --out runs/adder/41a1-m7-b17-35p
+
+Six directions of the 41's 41 parameters change none of its logits, for any input (the null space of the logits'
+Jacobian has dimension 6 on the trained 41; each direction below is exact algebra, the first up to the norms' eps):
+  1. one global scale c: the arc's amplitude and every matrix / c, the RMSNorm scale * c: every residual vector is
+     c times smaller, which each RMSNorm undoes, and ln_final's scale * c meets the tied head's amplitude / c;
+  2, 3. SwiGLU's unit j: its up column * c_j, its down row / c_j (the product up * down is what the unit writes);
+  4. residual dim 2: the arc writes 0 there, so ln1's scale there reads 0 and only ln2 reads it, through the gate's
+     and up's row 2: that scale * c, those rows / c;
+  5, 6. Q's row 2 (O = Q^T writes it; V = K = Q read dim 2, which is 0 before attention): the attended values lie in
+     the span of Q's rows 0 and 1, so only row 2's projection onto that span counts.
+Each is fixed by pinning one entry per direction (PINS: the amplitude 40, the scale's dim 2 at 50, up's row 2 at 10,
+two entries of Q's row 2 at 0), at values near the trained 41's so that an optimizer's steps mean what they meant.
+A seventh pin makes a 33 that decodes as the 41 does (HEAD_FREE, `--head-free`): in one block the MLP's output is
+read by ln_final alone, and its write to residual dim 2 (where the tied head's arc is 0) enters only that norm's
+RMS, a positive factor on all ten logits of a position; pinned at 0, every argmax stays, the logits' scale does not.
+The result is written as a run folder of the 35 (its config the source's with model.pins, its parameters the free
+entries), checked to give the source's logits, so that `train --init-from` and `export-adder` take it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from miiii.errors import ConfigError, OneLineParser, RunError, one_line_errors
+
+PINS = ("W_E_arc[0]=40", "shared_norm_0.scale[2]=50", "mlp.W_in[2]=10", "attn.W_Q[0,2,0]=0", "attn.W_Q[0,2,3]=0")
+MODEL_PINS = "model.pins=" + ",".join(PINS)
+HEAD_FREE = ("mlp.W_out[:,2]=0",)  # the MLP's write to residual dim 2: argmax-free (the 33)
+GAUGED = "gauged.json"
+# the 41's structure, which the six directions need: V = Q and O = Q^T (5, 6), K a turn of Q, the three RMSNorms one
+# scale (1, 4), the arc on d_model 3 (its dim 2 is 0), SwiGLU of width 2, one head
+TIES_41 = ("attn.W_K=rot(attn.W_Q)", "attn.W_V=attn.W_Q", "attn.W_O=T(attn.W_Q)")
+NORMS_41 = ("ln1+ln2+ln_final", "q_norm+k_norm")
+AMPLITUDE, SCALE_2, UP_2 = 40.0, 50.0, 10.0  # PINS' values
+# the largest logit gap the check allows, as a share of the largest logit: float32 rounding (the 41's own float32
+# logits differ from its float64 ones by about 3e-5 of the largest; in float64 the two models' differ by about 3e-8)
+GAP = 1e-3
+ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: of the six pairs, the best conditioned and the least moved
+
+
+def check_source(m) -> None:
+    """ConfigError unless the model is the 41's structure (TIES_41, NORMS_41, the arc, SwiGLU 2, d 3, one head)."""
+    ok = (tuple(m.ties) == TIES_41 and tuple(m.norm_groups) == NORMS_41 and m.embed == "arc" and m.d_model == 3
+          and m.mlp_act == "swiglu" and m.mlp_dim == 2 and m.n_heads == 1 and m.d_head == 4 and m.n_layers == 1
+          and m.norm == "rms" and m.qk_norm and m.layer_norm and not m.pos_embed and not m.pins and m.tie_head)
+    if not ok:
+        raise ConfigError("the gauge is the 41's: model.ties " + ",".join(TIES_41) + ", model.norm_groups "
+                          + ",".join(NORMS_41) + ", the arc on d_model 3, SwiGLU of width 2, one head of size 4, one "
+                          "block, no pins")
+
+
+def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The 41's flat parameters {path: array} moved along the six directions (float64) until the pinned entries hold
+    PINS' values: the same function, to the norms' eps."""
+    p = {k: np.array(v, np.float64) for k, v in p.items()}
+    arc, g, q = p["W_E_arc"], p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"][0]
+    gate, up, down = (p[f"blocks_0/mlp/{k}"] for k in ("W_gate", "W_in", "W_out"))
+    c = arc[0] / AMPLITUDE  # 1: the global scale
+    arc[0] /= c
+    g *= c
+    for w in (q, gate, up, down):
+        w /= c
+    c2 = SCALE_2 / g[2]  # 4: residual dim 2's scale against the gate's and up's row 2
+    g[2] *= c2
+    gate[2] /= c2
+    up[2] /= c2
+    cj = UP_2 / up[2]  # 2, 3: each unit's up column against its down row
+    up *= cj[None]
+    down /= cj[:, None]
+    basis = q[:2].T  # 5, 6: row 2's part outside span(row 0, row 1) moved until its ZERO_Q entries are 0
+    inside = basis @ np.linalg.lstsq(basis, q[2], rcond=None)[0]
+    outside = np.linalg.svd(basis.T)[2][2:].T  # (4, 2): an orthonormal basis of the span's complement
+    q[2] = inside + outside @ np.linalg.solve(outside[list(ZERO_Q)], -inside[list(ZERO_Q)])
+    q[2, list(ZERO_Q)] = 0.0
+    return p
+
+
+def free_entries(p: dict[str, np.ndarray], m) -> dict[str, np.ndarray]:
+    """The pinned model's flat parameters: each pinned weight's free entries as NAME_free (float32); ConfigError when
+    a pinned entry does not hold its pin."""
+    from miiii.config import pin_mask
+    from miiii.validate import pinnable
+
+    out = dict(p)
+    for weight, shape in pinnable(m).items():
+        mask = pin_mask(weight, shape, m.pins)
+        if mask is None:
+            continue
+        free, values = mask
+        path = next(k for k in p if k == weight.replace(".", "/") or k.endswith("/" + weight.replace(".", "/")))
+        if not np.allclose(p[path][~free], values[~free], rtol=1e-6, atol=1e-9):
+            raise ConfigError(f"{path}'s pinned entries are {p[path][~free]}, not the pins' {values[~free]}")
+        out[path + "_free"] = out.pop(path)[free]
+    return {k: v.astype(np.float32) for k, v in out.items()}
+
+
+def logits(cfg, flat: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """The model's logits (float32) on token rows x."""
+    import jax
+    import jax.numpy as jnp
+
+    from miiii.model import build_model
+    from miiii.rundir import unflatten
+    from miiii.tasks import make_task
+
+    task = make_task(replace(cfg.task, n_train=8, n_valid=8, replay=""))
+    model = build_model(cfg.model, task)
+    params = jax.tree.map(jnp.asarray, unflatten(flat))
+    return np.asarray(model.apply({"params": params}, jnp.asarray(x))[0])
+
+
+def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False) -> dict:
+    """OUT written: the run folder of the 35 that computes RUN_DIR's 41 (`head_free`: the 33 that decodes as it
+    does); returns what the check measured."""
+    from experiments.adderboard.restore import write_source
+    from miiii.config import apply_overrides
+    from miiii.run import load_run
+    from miiii.rundir import flatten_params
+    from miiii.tasks import make_task
+
+    if out.exists() or out.is_symlink():
+        raise ConfigError(f"{out} exists; name a new folder")
+    run = load_run(run_dir)
+    if not run.params:
+        raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
+    check_source(run.config.model)
+    pins = PINS + HEAD_FREE * head_free
+    cfg = apply_overrides(run.config, ["model.pins=" + ",".join(pins), f"train.init_from={run_dir}"])
+    before = {k: np.asarray(v) for k, v in flatten_params(run.params).items()}
+    moved = gauge_fixed(before)
+    if head_free:
+        moved["blocks_0/mlp/W_out"][:, 2] = 0.0
+    after = free_entries(moved, cfg.model)
+    x = make_task(replace(run.config.task, n_train=8, n_valid=rows, replay="")).valid.x[:rows]
+    a, b = logits(run.config, before, x), logits(cfg, after, x)
+    # each position's logits times a positive factor (1 but for the head-free pin), fitted by least squares
+    factor = (a * b).sum(-1, keepdims=True) / (a * a).sum(-1, keepdims=True)
+    answer = slice(-run.config.task.n_digits - 2, -1)  # the positions that predict the sum's digits
+    gap = float(np.abs(factor * a - b).max() / np.abs(a).max())
+    same = bool((a[:, answer].argmax(-1) == b[:, answer].argmax(-1)).all())
+    if gap > GAP or not same or factor.min() <= 0:
+        raise RunError(f"the gauge changed {run_dir}'s logits beyond a positive factor per position (largest gap "
+                       f"{gap:.2e} of the largest logit; every answer digit's argmax the same: {same}); nothing "
+                       "written")
+    report = dict(source=str(run_dir), pins=list(pins), rows=rows, logit_gap=gap, same_argmax=same,
+                  factor=[float(factor.min()), float(factor.max())], params=int(sum(v.size for v in after.values())))
+    write_source(out, cfg, after, GAUGED, report)
+    return report
+
+
+def main(argv=None) -> int:
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path, help="a finished run of the 41 (41a1-m7-b17; restore.py rebuilds it from its "
+                    "submission)")
+    ap.add_argument("--out", type=Path, required=True, help="the 35's run folder to write (must not exist)")
+    ap.add_argument("--head-free", action="store_true", help="pin the MLP's write to residual dim 2 at 0 too: the "
+                    "33 that decodes as the 41 (the logits of a position scaled by a positive factor)")
+    ap.add_argument("--rows", type=int, default=512, help="held-out rows the logits are compared on (default 512)")
+    args = ap.parse_args(argv)
+
+    def run() -> int:
+        r = gauge(args.run, args.out, args.rows, args.head_free)
+        print(f"wrote {args.out}: {r['params']} parameters; on {r['rows']} held-out rows the logits are "
+              f"{args.run}'s times a factor per position in [{r['factor'][0]:.4f}, {r['factor'][1]:.4f}], to "
+              f"{r['logit_gap']:.1e} of the largest; every answer digit's argmax the same")
+        return 0
+
+    return one_line_errors(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

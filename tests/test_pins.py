@@ -1,0 +1,149 @@
+"""model.pins: entries held at constants are no parameters, and the pinned model is the full model with them set;
+the AdderBoard gauge (experiments/adderboard/gauge.py) moves the 41 along six directions that keep its function."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.adderboard.gauge import MODEL_PINS, PINS, free_entries, gauge_fixed, logits
+from miiii.config import ConfigError, apply_overrides
+from miiii.model import build_model, count_params
+from miiii.presets import get_preset
+from miiii.rundir import flatten_params, unflatten
+from miiii.tasks import make_task
+from miiii.validate import validate
+
+# the 41 (experiments/adderboard/settings.py MODEL_41A1) on 3-digit operands
+THE_41 = ["task.name=board", "n_digits=3", "n_train=8", "n_valid=64", "model.n_heads=1", "model.d_mlp=2",
+          "model.embed=arc", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.tie_angle=1.0",
+          "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",
+          "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"]
+
+
+def _model(overrides):
+    cfg = validate(apply_overrides(get_preset("adder-146"), overrides))
+    task = make_task(cfg.task)
+    return cfg, task, build_model(cfg.model, task)
+
+
+def test_a_pinned_model_is_the_full_model_with_the_entries_set():
+    """Same key: the free entries are the full model's draw at their places, the count falls by the pinned entries,
+    and the logits are the full model's with those entries set to the constants."""
+    pins = "model.pins=W_E_arc[0]=3,mlp.W_in[2]=-0.5,attn.W_Q[0,:,1]=0,shared_norm_1.scale[3]=2"
+    cfg, task, full = _model(THE_41)
+    _, _, pinned = _model([*THE_41, pins])
+    x = task.valid.x[:8]
+    p_full = full.init({"params": jax.random.key(3)}, x)["params"]
+    p_pin = pinned.init({"params": jax.random.key(3)}, x)["params"]
+    assert count_params(p_full) == 41 and count_params(p_pin) == 41 - 1 - 2 - 3 - 1
+    np.testing.assert_array_equal(p_pin["blocks_0"]["mlp"]["W_in_free"],
+                                  np.asarray(p_full["blocks_0"]["mlp"]["W_in"])[:2].ravel())
+    np.testing.assert_array_equal(p_pin["W_E_arc_free"], np.asarray(p_full["W_E_arc"])[1:])
+    q = np.asarray(p_full["blocks_0"]["attn"]["W_Q"]).copy()
+    np.testing.assert_array_equal(p_pin["blocks_0"]["attn"]["W_Q_free"], np.delete(q[0], 1, axis=1).ravel())
+    # the full model with the entries set: its logits are the pinned model's
+    q[0, :, 1] = 0
+    win = np.asarray(p_full["blocks_0"]["mlp"]["W_in"]).copy()
+    win[2] = -0.5
+    arc, g = np.asarray(p_full["W_E_arc"]).copy(), np.asarray(p_full["shared_norm_1"]["scale"]).copy()
+    arc[0], g[3] = 3, 2
+    p_set = {**p_full, "W_E_arc": arc, "shared_norm_1": {"scale": g},
+             "blocks_0": {**p_full["blocks_0"], "attn": {**p_full["blocks_0"]["attn"], "W_Q": q},
+                          "mlp": {**p_full["blocks_0"]["mlp"], "W_in": win}}}
+    np.testing.assert_allclose(np.asarray(pinned.apply({"params": p_pin}, x)[0]),
+                               np.asarray(full.apply({"params": p_set}, x)[0]), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("pins, says", [
+    ("W_E_arc=1", "WEIGHT\\[INDEX\\]=VALUE"), ("W_E_arc[0]=nan", "finite"), ("mlp.W_in[9]=1", "not an entry"),
+    ("mlp.W_in[0,0,0]=1", "not an entry"), ("W_E_arc[:]=1", "every entry"),
+    ("attn.W_V[0]=0", "learns no attn.W_V"),  # a follower of the 41's ties: computed, not learned
+    ("shared_norm_2.scale[0]=1", "learns no shared_norm_2.scale"),
+])
+def test_bad_pins_are_refused(pins, says):
+    with pytest.raises(ConfigError, match=says):
+        validate(apply_overrides(get_preset("adder-146"), [*THE_41, f"model.pins={pins}"]))
+    with pytest.raises(ConfigError, match="learns no W_E_arc"):  # adder-146's embedding is a table
+        validate(apply_overrides(get_preset("adder-146"), ["model.pins=W_E_arc[0]=1"]))
+
+
+def _directions(p):
+    """The six directions gauge.py names, each as a tangent at the 41's flat parameters p."""
+    z = {k: np.zeros_like(v) for k, v in p.items()}
+    q, gate, up, down = (p[k] for k in ("blocks_0/attn/W_Q", "blocks_0/mlp/W_gate", "blocks_0/mlp/W_in",
+                                        "blocks_0/mlp/W_out"))
+    glob = dict(z, W_E_arc=np.array([-p["W_E_arc"][0], 0, 0]), **{"shared_norm_0/scale": p["shared_norm_0/scale"],
+                "blocks_0/attn/W_Q": -q, "blocks_0/mlp/W_gate": -gate, "blocks_0/mlp/W_in": -up,
+                "blocks_0/mlp/W_out": -down})
+    units = [dict(z, **{"blocks_0/mlp/W_in": up * (np.arange(2) == j),
+                        "blocks_0/mlp/W_out": -down * (np.arange(2) == j)[:, None]}) for j in range(2)]
+    dim2 = dict(z, **{"shared_norm_0/scale": p["shared_norm_0/scale"] * (np.arange(3) == 2),
+                      "blocks_0/mlp/W_gate": -gate * (np.arange(3) == 2)[:, None],
+                      "blocks_0/mlp/W_in": -up * (np.arange(3) == 2)[:, None]})
+    outside = np.linalg.svd(q[0, :2])[2][2:]  # (2, 4): the complement of span(Q's rows 0, 1)
+    rows = [dict(z, **{"blocks_0/attn/W_Q": np.pad(n[None, None], ((0, 0), (2, 0), (0, 0)))}) for n in outside]
+    return [glob, *units, dim2, *rows]
+
+
+def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function():
+    """On a drawn 41 (scales and angle away from their starts): the logits' derivative along each of gauge.py's six
+    directions is 0 (float64, against a random direction's), and the gauged 35 gives the 41's logits."""
+    cfg, task, model = _model(THE_41)
+    x = task.valid.x[:16]
+    p = flatten_params(model.init({"params": jax.random.key(5)}, x)["params"])
+    rng = np.random.default_rng(0)
+    p = {k: np.asarray(v, np.float64) * (1 + 0.5 * rng.standard_normal(np.shape(v))) for k, v in p.items()}
+    p["W_E_arc"][0] = 30.0
+    with jax.enable_x64(True):
+        def f(flat):
+            return model.apply({"params": unflatten(flat)}, jnp.asarray(x))[0]
+
+        def along(d):
+            return np.abs(np.asarray(jax.jvp(f, (p,), ({k: jnp.asarray(v) for k, v in d.items()},))[1])).max()
+
+        noise = along({k: rng.standard_normal(np.shape(v)) for k, v in p.items()})
+        for d in _directions(p):
+            assert along(d) < 1e-6 * noise
+    pinned = apply_overrides(cfg, [MODEL_PINS])
+    after = free_entries(gauge_fixed(p), pinned.model)
+    assert sum(v.size for v in after.values()) == 35 and len(PINS) == 5
+    a, b = logits(cfg, {k: v.astype(np.float32) for k, v in p.items()}, x), logits(pinned, after, x)
+    assert np.abs(a - b).max() < 1e-3 * np.abs(a).max()
+    assert (a.argmax(-1) == b.argmax(-1)).all()
+
+
+def test_gauge_writes_the_committed_41_as_a_35_and_a_33_that_decode_as_it(tmp_path, capsys):
+    """restore.py rebuilds the 41 from its submission; gauge.py writes it as the 35 (logits kept) and the 33 (every
+    argmax kept), their exports decode the verifier's first cases as the 41's file does, and bad calls write
+    nothing (one line, status 2)."""
+    from pathlib import Path
+
+    from _runhelp import load_module
+
+    from experiments.adderboard.gauge import main as gauge
+    from experiments.adderboard.restore import main as restore
+    from experiments.adderboard.score import board_pairs
+    from miiii.export import export_adder
+
+    submission = Path("results/adderboard/submissions/adder-41p-41a1-m7-b17.py")
+    runs = tmp_path / "runs"
+    assert restore([str(submission), "--runs", str(runs)]) == 0
+    src = runs / "41a1-m7-b17"
+    assert gauge([str(src), "--out", str(runs / "35"), "--rows", "64"]) == 0
+    assert gauge([str(src), "--out", str(runs / "33"), "--rows", "64", "--head-free"]) == 0
+    the_41 = load_module(submission)
+    m41, _ = the_41.build_model()
+    pairs = board_pairs(40)
+    for name, n in (("35", 35), ("33", 33)):
+        assert export_adder(runs / name, tmp_path / f"{name}.py")["params"] == n
+        mod = load_module(tmp_path / f"{name}.py")
+        model, _ = mod.build_model()
+        assert [mod.add(model, a, b) for a, b in pairs] == [the_41.add(m41, a, b) for a, b in pairs]
+    capsys.readouterr()
+    assert gauge([str(src), "--out", str(runs / "35")]) == 2  # the folder exists
+    assert gauge([str(runs / "35"), "--out", str(runs / "x")]) == 2  # already pinned: not the 41's structure
+    err = capsys.readouterr().err
+    assert "exists" in err and "the gauge is the 41's" in err and not (runs / "x").exists()
