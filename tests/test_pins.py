@@ -88,6 +88,19 @@ def _directions(p):
     return [glob, *units, dim2, *rows]
 
 
+def _scaling_directions(p):
+    """gauge.py's last three: the MLP's two writes to residual dim 2 and the head's temperature."""
+    z = {k: np.zeros_like(v) for k, v in p.items()}
+    writes = [dict(z, **{"blocks_0/mlp/W_out": np.outer(np.arange(2) == j, np.arange(3) == 2).astype(float)})
+              for j in range(2)]
+    q, gate, up = p["blocks_0/attn/W_Q"], p["blocks_0/mlp/W_gate"], p["blocks_0/mlp/W_in"]
+    rows01 = (np.arange(3) < 2)[:, None]
+    temp = dict(z, **{"shared_norm_0/scale": p["shared_norm_0/scale"] * (np.arange(3) < 2),
+                      "blocks_0/attn/W_Q": -q / 2, "blocks_0/mlp/W_gate": -gate * rows01,
+                      "blocks_0/mlp/W_in": -up * rows01})
+    return [*writes, temp]
+
+
 def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function():
     """On a drawn 41 (scales and angle away from their starts): the logits' derivative along each of gauge.py's six
     directions is 0 (float64, against a random direction's), and the gauged 35 gives the 41's logits."""
@@ -107,6 +120,13 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
         noise = along({k: rng.standard_normal(np.shape(v)) for k, v in p.items()})
         for d in _directions(p):
             assert along(d) < 1e-6 * noise
+        # the last three move every logit of a position by one factor: d logits = lambda * logits, per position
+        at = np.asarray(f(p))
+        for d in _scaling_directions(p):
+            dl = np.asarray(jax.jvp(f, (p,), ({k: jnp.asarray(v) for k, v in d.items()},))[1])
+            lam = (dl * at).sum(-1, keepdims=True) / (at * at).sum(-1, keepdims=True)
+            assert np.abs(dl - lam * at).max() < 1e-6 * noise
+        assert np.abs(lam).max() > 0.1  # the temperature's: the logits themselves change
     pinned = apply_overrides(cfg, [MODEL_PINS])
     after = free_entries(gauge_fixed(p), pinned.model)
     assert sum(v.size for v in after.values()) == 35 and len(PINS) == 5
@@ -115,8 +135,8 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
     assert (a.argmax(-1) == b.argmax(-1)).all()
 
 
-def test_gauge_writes_the_committed_41_as_a_35_and_a_33_that_decode_as_it(tmp_path, capsys):
-    """restore.py rebuilds the 41 from its submission; gauge.py writes it as the 35 (logits kept) and the 33 (every
+def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_path, capsys):
+    """restore.py rebuilds the 41 from its submission; gauge.py writes it as the 35 (logits kept) and the 32 (every
     argmax kept), their exports decode the verifier's first cases as the 41's file does, and bad calls write
     nothing (one line, status 2)."""
     from pathlib import Path
@@ -133,11 +153,11 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_33_that_decode_as_it(tmp_pa
     assert restore([str(submission), "--runs", str(runs)]) == 0
     src = runs / "41a1-m7-b17"
     assert gauge([str(src), "--out", str(runs / "35"), "--rows", "64"]) == 0
-    assert gauge([str(src), "--out", str(runs / "33"), "--rows", "64", "--head-free"]) == 0
+    assert gauge([str(src), "--out", str(runs / "32"), "--rows", "64", "--head-free", "--temperature"]) == 0
     the_41 = load_module(submission)
     m41, _ = the_41.build_model()
     pairs = board_pairs(40)
-    for name, n in (("35", 35), ("33", 33)):
+    for name, n in (("35", 35), ("32", 32)):
         assert export_adder(runs / name, tmp_path / f"{name}.py")["params"] == n
         mod = load_module(tmp_path / f"{name}.py")
         model, _ = mod.build_model()

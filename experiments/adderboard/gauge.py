@@ -1,9 +1,11 @@
-"""The 41's exact symmetries fixed: a 35-parameter model that computes the 41's function (model.pins).
+"""The 41's exact symmetries fixed: 35 parameters that compute the 41's logits, 32 that decode as it (model.pins).
 
     python -m experiments.adderboard.gauge runs/adder/41a1-m7-b17 --out runs/adder/41a1-m7-b17-35p
+    python -m experiments.adderboard.gauge runs/adder/41a1-m7-b17 --out runs/adder/41a1-m7-b17-32p \
+        --head-free --temperature
 
-Six directions of the 41's 41 parameters change none of its logits, for any input (the null space of the logits'
-Jacobian has dimension 6 on the trained 41; each direction below is exact algebra, the first up to the norms' eps):
+Six directions of the 41's 41 parameters change none of its logits, for any input (each below is exact algebra,
+the first up to the norms' eps; tests/test_pins.py checks each):
   1. one global scale c: the arc's amplitude and every matrix / c, the RMSNorm scale * c: every residual vector is
      c times smaller, which each RMSNorm undoes, and ln_final's scale * c meets the tied head's amplitude / c;
   2, 3. SwiGLU's unit j: its up column * c_j, its down row / c_j (the product up * down is what the unit writes);
@@ -13,11 +15,17 @@ Jacobian has dimension 6 on the trained 41; each direction below is exact algebr
      the span of Q's rows 0 and 1, so only row 2's projection onto that span counts.
 Each is fixed by pinning one entry per direction (PINS: the amplitude 40, the scale's dim 2 at 50, up's row 2 at 10,
 two entries of Q's row 2 at 0), at values near the trained 41's so that an optimizer's steps mean what they meant.
-A seventh pin makes a 33 that decodes as the 41 does (HEAD_FREE, `--head-free`): in one block the MLP's output is
-read by ln_final alone, and its write to residual dim 2 (where the tied head's arc is 0) enters only that norm's
-RMS, a positive factor on all ten logits of a position; pinned at 0, every argmax stays, the logits' scale does not.
-The result is written as a run folder of the 35 (its config the source's with model.pins, its parameters the free
-entries), checked to give the source's logits, so that `train --init-from` and `export-adder` take it.
+Two more change every logit of a position by one positive factor, so no argmax (greedy decoding is all the board
+runs), though they change the loss:
+  7, 8. the MLP's write to residual dim 2 (HEAD_FREE, `--head-free`, pinned at 0): in one block the MLP's output is
+     read by ln_final alone, and there dim 2 (where the tied head's arc is 0) enters only the RMS;
+  9. the head's temperature (TEMPERATURE, `--temperature`, the scale's dim 0 pinned at 7): the scale's dims 0 and 1
+     * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: attention's V and O (both Q) meet c / sqrt(c)^2 = 1,
+     the MLP reads what it read, and ln_final's logits (the arc is 0 in dim 2) are c times the 41's.
+With both, 32 parameters decode as the 41.
+The result is written as a run folder (its config the source's with model.pins, its parameters the free entries),
+checked to give the source's logits times a positive factor per position (1 without the last two), so that `train
+--init-from` and `export-adder` take it.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from miiii.errors import ConfigError, OneLineParser, RunError, one_line_errors
 PINS = ("W_E_arc[0]=40", "shared_norm_0.scale[2]=50", "mlp.W_in[2]=10", "attn.W_Q[0,2,0]=0", "attn.W_Q[0,2,3]=0")
 MODEL_PINS = "model.pins=" + ",".join(PINS)
 HEAD_FREE = ("mlp.W_out[:,2]=0",)  # the MLP's write to residual dim 2: argmax-free (the 33)
+TEMPERATURE = ("shared_norm_0.scale[0]=7",)  # the head's temperature: argmax-free (with HEAD_FREE, the 32)
+SCALE_0 = 7.0  # TEMPERATURE's value
 GAUGED = "gauged.json"
 # the 41's structure, which the six directions need: V = Q and O = Q^T (5, 6), K a turn of Q, the three RMSNorms one
 # scale (1, 4), the arc on d_model 3 (its dim 2 is 0), SwiGLU of width 2, one head
@@ -117,9 +127,23 @@ def logits(cfg, flat: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     return np.asarray(model.apply({"params": params}, jnp.asarray(x))[0])
 
 
-def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False) -> dict:
-    """OUT written: the run folder of the 35 that computes RUN_DIR's 41 (`head_free`: the 33 that decodes as it
-    does); returns what the check measured."""
+def temperature_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """gauge_fixed's parameters moved along the head's temperature (9) until the RMSNorm scale's dim 0 is SCALE_0:
+    every logit of a position times one positive factor."""
+    p = {k: v.copy() for k, v in p.items()}
+    g, q = p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"]
+    c = SCALE_0 / g[0]
+    g[:2] *= c
+    q /= np.sqrt(c)
+    p["blocks_0/mlp/W_gate"][:2] /= c
+    p["blocks_0/mlp/W_in"][:2] /= c
+    g[0] = SCALE_0
+    return p
+
+
+def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, temperature: bool = False) -> dict:
+    """OUT written: the run folder of the 35 that computes RUN_DIR's 41 (`head_free`, `temperature`: with those
+    pins too, decoding as it does); returns what the check measured."""
     from experiments.adderboard.restore import write_source
     from miiii.config import apply_overrides
     from miiii.run import load_run
@@ -132,12 +156,14 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False) ->
     if not run.params:
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
     check_source(run.config.model)
-    pins = PINS + HEAD_FREE * head_free
+    pins = PINS + HEAD_FREE * head_free + TEMPERATURE * temperature
     cfg = apply_overrides(run.config, ["model.pins=" + ",".join(pins), f"train.init_from={run_dir}"])
     before = {k: np.asarray(v) for k, v in flatten_params(run.params).items()}
     moved = gauge_fixed(before)
     if head_free:
         moved["blocks_0/mlp/W_out"][:, 2] = 0.0
+    if temperature:
+        moved = temperature_fixed(moved)
     after = free_entries(moved, cfg.model)
     x = make_task(replace(run.config.task, n_train=8, n_valid=rows, replay="")).valid.x[:rows]
     a, b = logits(run.config, before, x), logits(cfg, after, x)
@@ -162,12 +188,14 @@ def main(argv=None) -> int:
                     "submission)")
     ap.add_argument("--out", type=Path, required=True, help="the 35's run folder to write (must not exist)")
     ap.add_argument("--head-free", action="store_true", help="pin the MLP's write to residual dim 2 at 0 too: the "
-                    "33 that decodes as the 41 (the logits of a position scaled by a positive factor)")
+                    "33, decoding as the 41 (every logit of a position times one positive factor)")
+    ap.add_argument("--temperature", action="store_true", help="pin the head's temperature too (the RMSNorm scale's "
+                    "dim 0 at 7): every logit of a position times one factor; with --head-free, the 32")
     ap.add_argument("--rows", type=int, default=512, help="held-out rows the logits are compared on (default 512)")
     args = ap.parse_args(argv)
 
     def run() -> int:
-        r = gauge(args.run, args.out, args.rows, args.head_free)
+        r = gauge(args.run, args.out, args.rows, args.head_free, args.temperature)
         print(f"wrote {args.out}: {r['params']} parameters; on {r['rows']} held-out rows the logits are "
               f"{args.run}'s times a factor per position in [{r['factor'][0]:.4f}, {r['factor'][1]:.4f}], to "
               f"{r['logit_gap']:.1e} of the largest; every answer digit's argmax the same")

@@ -83,6 +83,7 @@ class Derived:
     why: str
     source: str  # the trained run (a setting's, under the same runs folder)
     head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
+    temperature: bool = False  # gauge.py --temperature: the head's temperature pinned too
 
 
 DERIVED = (
@@ -91,6 +92,10 @@ DERIVED = (
     Derived(HEAD_FREE_41, "the 35 with the MLP's write to residual dim 2 pinned at 0 as well (gauge.py --head-free): "
             "that write reaches only ln_final's RMS, a positive factor on a position's logits, so every argmax is "
             "the 41's, from 33 parameters", "41a1-m7-b17", head_free=True),
+    Derived("41a1-m7-b17-32p", "the 33 with the head's temperature pinned as well (gauge.py --head-free "
+            "--temperature: the RMSNorm scale's dim 0 at 7; its dims 0 and 1 against Q's square root and the gate's "
+            "and up's rows 0 and 1 scale every logit of a position by one factor), so every argmax is the 41's, "
+            "from 32 parameters", "41a1-m7-b17", head_free=True, temperature=True),
 )
 HARD_PAIRS = 100_000
 # a targeted round's pairs of the training draw (seed 42: the first of the 2M the earlier stages trained on)

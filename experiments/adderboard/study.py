@@ -199,7 +199,7 @@ def derived_record(d: Derived, runs: Path) -> dict | None:
                 logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
                 rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
                 command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}"
-                + " --head-free" * d.head_free)
+                + " --head-free" * d.head_free + " --temperature" * d.temperature)
 
 
 def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
@@ -374,7 +374,7 @@ def study(args) -> int:
             if (not args.only or d.name in args.only) and not (args.runs / d.name).exists():
                 from experiments.adderboard.gauge import gauge
 
-                gauge(args.runs / d.source, args.runs / d.name, head_free=d.head_free)
+                gauge(args.runs / d.source, args.runs / d.name, head_free=d.head_free, temperature=d.temperature)
     settings = [r for s in SEARCH if not args.only or s.name in args.only
                 if (r := setting_record(s, args.runs)) is not None]
     derived = [r for d in DERIVED if not args.only or d.name in args.only
