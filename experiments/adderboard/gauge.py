@@ -31,13 +31,19 @@ checked to give the source's logits times a positive factor per position (1 with
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from miiii.errors import ConfigError, OneLineParser, RunError, one_line_errors
+
+if TYPE_CHECKING:
+    from experiments.adderboard.settings import Derived
 
 PINS = ("W_E_arc[0]=40", "shared_norm_0.scale[2]=50", "mlp.W_in[2]=10", "attn.W_Q[0,2,0]=0", "attn.W_Q[0,2,3]=0")
 MODEL_PINS = "model.pins=" + ",".join(PINS)
@@ -180,6 +186,45 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
                   factor=[float(factor.min()), float(factor.max())], params=int(sum(v.size for v in after.values())))
     write_source(out, cfg, after, GAUGED, report)
     return report
+
+
+def derived_record(d: Derived, runs: Path) -> dict | None:
+    """A derived folder's record: its count, gauge.py's check against the source, its held-out exact match."""
+    from miiii.bookeval import Evaluator
+    from miiii.model import count_params
+    from miiii.run import load_run
+
+    folder = runs / d.name
+    if not (folder / GAUGED).is_file():
+        return None
+    check = json.loads((folder / GAUGED).read_text())
+    run = load_run(folder)
+    ev = Evaluator(run, replace(run.config.task, replay="", n_train=8))  # the run's held-out set, no training set
+    return dict(name=d.name, why=d.why, source=d.source, params=count_params(run.params), pins=check["pins"],
+                logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
+                rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
+                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}"
+                + " --head-free" * d.head_free + " --temperature" * d.temperature)
+
+
+def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
+    """Export and score every derived folder (its metadata saying how its parameters were reached)."""
+    from experiments.adderboard.score import load, score
+    from miiii.export import export_adder
+
+    scores = []
+    for rec in records:
+        name = f"adder-{rec['params']}p-{rec['name']}"
+        path = out / "submissions" / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.py")
+        export_adder(runs / rec["name"], tmp, name=name, force=True,
+                     history=f"trained as {rec['source']} (its chain of study settings), then written again with "
+                     f"entries pinned, no training step: {', '.join(rec['pins'])} (experiments/adderboard/gauge.py)")
+        shutil.move(tmp, path)
+        scores.append(dict(setting=rec["name"], run=rec["name"], file=f"submissions/{path.name}",
+                           **score(load(path), 10_000)))
+    return scores
 
 
 def main(argv=None) -> int:

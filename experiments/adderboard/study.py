@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.adderboard.gauge import derived_record, score_derived
 from experiments.adderboard.hard import carry_shaped, error_profile, hard_union, off_by_one, save_atomic, source
-from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, SEARCH, Derived, Setting
+from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, SEARCH, Setting
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
@@ -179,47 +180,6 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                               resumed=x.get("resumed_from") is not None) for x in done]
         rec["wall_s"] = round(sum(x["wall_s"] for x in rec["phases"]), 1)
     return rec
-
-
-def derived_record(d: Derived, runs: Path) -> dict | None:
-    """A derived folder's record: its count, gauge.py's check against the source, its held-out exact match."""
-    from dataclasses import replace
-
-    from experiments.adderboard.gauge import GAUGED
-    from miiii.bookeval import Evaluator
-    from miiii.run import load_run
-
-    folder = runs / d.name
-    if not (folder / GAUGED).is_file():
-        return None
-    check = json.loads((folder / GAUGED).read_text())
-    run = load_run(folder)
-    ev = Evaluator(run, replace(run.config.task, replay="", n_train=8))  # the run's held-out set, no training set
-    return dict(name=d.name, why=d.why, source=d.source, params=unique_params(folder), pins=check["pins"],
-                logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
-                rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
-                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}"
-                + " --head-free" * d.head_free + " --temperature" * d.temperature)
-
-
-def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
-    """Export and score every derived folder (its metadata saying how its parameters were reached)."""
-    from experiments.adderboard.score import load, score
-    from miiii.export import export_adder
-
-    scores = []
-    for rec in records:
-        name = f"adder-{rec['params']}p-{rec['name']}"
-        path = out / "submissions" / f"{name}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.py")
-        export_adder(runs / rec["name"], tmp, name=name, force=True,
-                     history=f"trained as {rec['source']} (its chain of study settings), then written again with "
-                     f"entries pinned, no training step: {', '.join(rec['pins'])} (experiments/adderboard/gauge.py)")
-        shutil.move(tmp, path)
-        scores.append(dict(setting=rec["name"], run=rec["name"], file=f"submissions/{path.name}",
-                           **score(load(path), 10_000)))
-    return scores
 
 
 def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
