@@ -174,11 +174,14 @@ def pin_mask(weight: str, shape: tuple, pins: tuple[str, ...]):
     free, values = np.ones(shape, bool), np.zeros(shape, np.float32)
     for index, value in rules:
         try:
-            free[index], values[index] = False, value
-        except (IndexError, ValueError):
+            taken = not free[index].all()
+        except IndexError:
             shown_index = ", ".join(":" if isinstance(i, slice) else str(i) for i in index)
             raise ValueError(f"model.pins: {weight}[{shown_index}] is not an entry of its shape "
                              f"{tuple(shape)}") from None
+        if taken:
+            raise ValueError(f"model.pins: an entry of {weight} is pinned twice; pin each entry once")
+        free[index], values[index] = False, value
     if not free.any():
         raise ValueError(f"model.pins: every entry of {weight} is pinned; leave one free, or tie it")
     return free, values

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.config import TURNED, ConfigError, pin_mask
+from miiii.config import TURNED, ConfigError
 from miiii.files import RunError, write_text_atomic
-from miiii.model import count_params
+from miiii.model import FREE, count_params, pinned_weights
 from miiii.run import load_run
 from miiii.rundir import flatten_params, run_owning
 from miiii.tasks import task_spec
 from miiii.tokens import BOOK_VOCAB, EOS, EQUALS, PLUS
-from miiii.validate import pinnable
 
 AUTHOR = "miiii (Syrkis & Søgaard replication project)"
 
@@ -227,18 +226,10 @@ def check_output(out: Path, force: bool) -> None:
 def pinned_constants(m, stored: list[str]) -> dict:
     """{stored path: {shape, constants: [[flat index, value], ...]}} of each weight model.pins holds entries of, in
     every block, for the file's _unpin."""
-    out = {}
-    for weight, shape in pinnable(m).items():
-        mask = pin_mask(weight, shape, m.pins)
-        if mask is None:
-            continue
-        free, values = mask
-        path = weight.replace(".", "/")
-        for key in (k[: -len("_free")] for k in stored if k.endswith("_free")):
-            if key == path or key.endswith("/" + path):  # a block weight: blocks_i/attn/W_Q
-                out[key] = dict(shape=list(shape), constants=[[int(i), float(values.flat[i])]
-                                                               for i in np.flatnonzero(~free)])
-    return out
+    paths = [k[: -len(FREE)] for k in stored if k.endswith(FREE)]
+    return {path: dict(shape=list(free.shape),
+                       constants=[[int(i), float(values.flat[i])] for i in np.flatnonzero(~free)])
+            for path, free, values in pinned_weights(m, paths)}
 
 
 def export_adder(run_dir: str | Path, out_path: str | Path, name: str | None = None, force: bool = False,

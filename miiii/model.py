@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.config import TURNED, ConfigError, ModelConfig, parse_pins, parse_ties, pin_mask
+from miiii.config import TURNED, ConfigError, ModelConfig, parse_ties, pin_mask
 
 
 def _normal(std: float):
@@ -130,16 +130,32 @@ def normalise(x, scale, bias, eps: float):
     return (z * jax.lax.rsqrt(jnp.mean(jnp.square(z), -1, keepdims=True) + eps) * scale + bias).astype(x.dtype)
 
 
+FREE = "_free"  # a pinned weight's parameter is NAME_free: its free entries, flat, row-major (model.pins)
+
+
+def pinned_weights(m: ModelConfig, paths) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(path, free mask, constants) of each of `paths` (flat parameter names of full weights, "blocks_0/attn/W_Q") that
+    model.pins holds entries of: the export and experiments/adderboard/gauge.py read the pins through this."""
+    from miiii.validate import pinnable  # here: validate reads configs without the model
+
+    out = []
+    for weight, shape in pinnable(m).items():
+        if (mask := pin_mask(weight, shape, m.pins)) is not None:
+            tail = weight.replace(".", "/")
+            out += [(path, *mask) for path in paths if path == tail or path.endswith("/" + tail)]
+    return out
+
+
 def pinned_param(module: nn.Module, name: str, weight: str, init, shape: tuple, pins: tuple[str, ...]):
     """module.param(name, init, shape), or, with entries of `weight` pinned, the array built from the parameter
-    {name}_free (its free entries, flat, drawn as the full init draws them) and the pins' constants."""
+    NAME_free (its free entries, flat, drawn as the full init draws them) and the pins' constants."""
     mask = pin_mask(weight, tuple(shape), pins)
     if mask is None:
         return module.param(name, init, shape)
     free, values = mask
     where = np.nonzero(free)
     draw = lambda key, _, dtype=jnp.float32: init(key, shape, dtype)[where]  # noqa: E731
-    return jnp.asarray(values).at[where].set(module.param(f"{name}_free", draw, (int(free.sum()),)))
+    return jnp.asarray(values).at[where].set(module.param(name + FREE, draw, (int(free.sum()),)))
 
 
 class SharedNorm(nn.Module):
@@ -186,9 +202,6 @@ def block_weights(module: nn.Module, ties: tuple[str, ...], scope: str, specs: l
     parameters and their random draws are the untied model's; model.pins' entries held), each follower its master
     transformed."""
     tied = {f: v for (mod, f), v in parse_ties(ties).items() if mod == scope}
-    pinned = [w for w in parse_pins(pins) if w.startswith(f"{scope}.") and w.split(".")[1] in tied]
-    if pinned:
-        raise ValueError(f"model.pins: {pinned[0]} is tied (model.ties): pin its master's entries")
     w = {name: pinned_param(module, name, f"{scope}.{name}", init, shape, pins) for name, init, shape in specs
          if name not in tied}
     for name, _, shape in specs:

@@ -264,6 +264,9 @@ def init_from_params(cfg: RunConfig, trainer) -> dict | None:
                           "the model settings must match the source run's")
     if dropped:
         say(f"train.init_from: {src}'s {', '.join(dropped)} left out: this model computes them (model.ties)")
+    if run.config.model.pins != cfg.model.pins:  # the same free entries, other constants: another function
+        say(f"train.init_from: {src} pinned {', '.join(run.config.model.pins) or 'nothing'}; this model pins "
+            f"{', '.join(cfg.model.pins) or 'nothing'} (model.pins): its constants are this model's")
     return jax.tree.map(lambda a: jax.numpy.asarray(a, jax.numpy.float32), params)
 
 
@@ -274,6 +277,8 @@ def build(cfg: RunConfig, task: Task):
     try:  # a tie between weights of different shapes, say, shows only when the model is built
         shapes = abstract_params(model, task.n_ctx)
     except ValueError as e:
+        if not str(e).startswith("model."):  # a fault of the code, not of the config: its traceback
+            raise
         raise ConfigError(str(e)) from None
     if cfg.train.soft_ties:
         check_soft_ties(cfg.train.soft_ties, shapes)

@@ -67,8 +67,9 @@ def _untrained_run(path, overrides):
      "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
      "model.ties=attn.W_Q=rot1(attn.W_K),attn.W_V=attn.W_K,attn.W_O=T(attn.W_K)", "model.tie_angle=-0.5",
      "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"],
-    # the 41 with entries pinned (model.pins: the gauge of experiments/adderboard/gauge.py), stored free
+    # the 41 with entries pinned (model.pins: the gauge of experiments/adderboard/gauge.py), stored free; two blocks
     ["task.name=board", "n_digits=3", "model.n_ctx=0", "model.d_model=3", "model.n_heads=1", "model.head_dim=4",
+     "model.n_layers=2",
      "model.d_mlp=2", "model.norm=rms", "model.qk_norm=true", "model.mlp_act=swiglu", "model.rope_theta=3",
      "model.pos_embed=false", "model.embed=arc", "model.mlp_bias=false",
      "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",

@@ -60,6 +60,7 @@ def test_a_pinned_model_is_the_full_model_with_the_entries_set():
 @pytest.mark.parametrize("pins, says", [
     ("W_E_arc=1", "WEIGHT\\[INDEX\\]=VALUE"), ("W_E_arc[0]=nan", "finite"), ("mlp.W_in[9]=1", "not an entry"),
     ("mlp.W_in[0,0,0]=1", "not an entry"), ("W_E_arc[:]=1", "every entry"),
+    ("mlp.W_in[2]=1,mlp.W_in[2,0]=3", "pinned twice"),
     ("attn.W_V[0]=0", "learns no attn.W_V"),  # a follower of the 41's ties: computed, not learned
     ("shared_norm_2.scale[0]=1", "learns no shared_norm_2.scale"),
 ])
@@ -119,7 +120,7 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
         def along(d):
             return np.abs(np.asarray(derivative(d))).max()
 
-        noise = along({k: rng.standard_normal(np.shape(v)) for k, v in p.items()})
+        noise = along({k: rng.standard_normal(np.shape(v)) * np.abs(v) for k, v in p.items()})  # each entry by its size
         for d in _directions(p):
             assert along(d) < 1e-6 * noise
         # the last three move every logit of a position by one factor: d logits = lambda * logits, per position
@@ -155,15 +156,23 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     assert restore([str(submission), "--runs", str(runs)]) == 0
     src = runs / "41a1-m7-b17"
     assert gauge([str(src), "--out", str(runs / "35"), "--rows", "64"]) == 0
+    assert gauge([str(src), "--out", str(runs / "33"), "--rows", "64", "--head-free"]) == 0
     assert gauge([str(src), "--out", str(runs / "32"), "--rows", "64", "--head-free", "--temperature"]) == 0
     the_41 = load_module(submission)
     m41, _ = the_41.build_model()
-    pairs = board_pairs(40)
-    for name, n in (("35", 35), ("32", 32)):
+    pairs = board_pairs(150)
+    assert sum(the_41.add(m41, a, b) != a + b for a, b in pairs) > 0  # some wrong: the comparison bites
+    for name, n in (("35", 35), ("33", 33), ("32", 32)):
         assert export_adder(runs / name, tmp_path / f"{name}.py")["params"] == n
         mod = load_module(tmp_path / f"{name}.py")
         model, _ = mod.build_model()
         assert [mod.add(model, a, b) for a, b in pairs] == [the_41.add(m41, a, b) for a, b in pairs]
+    from experiments.adderboard import study
+
+    study.derive("41a1-m7-b17-35p", runs)  # a setting's derived source, written before the setting trains
+    study.derive("41a1-m7-b17", runs)  # not a derived folder: nothing
+    assert sorted(p.name for p in runs.iterdir()) == ["32", "33", "35", "41a1-m7-b17", "41a1-m7-b17-35p"]
+    assert (runs / "41a1-m7-b17-35p" / "gauged.json").is_file()
     capsys.readouterr()
     assert gauge([str(src), "--out", str(runs / "35")]) == 2  # the folder exists
     assert gauge([str(runs / "35"), "--out", str(runs / "x")]) == 2  # already pinned: not the 41's structure

@@ -9,22 +9,25 @@ the first up to the norms' eps; tests/test_pins.py checks each):
   1. one global scale c: the arc's amplitude and every matrix / c, the RMSNorm scale * c: every residual vector is
      c times smaller, which each RMSNorm undoes, and ln_final's scale * c meets the tied head's amplitude / c;
   2, 3. SwiGLU's unit j: its up column * c_j, its down row / c_j (the product up * down is what the unit writes);
-  4. residual dim 2: the arc writes 0 there, so ln1's scale there reads 0 and only ln2 reads it, through the gate's
-     and up's row 2: that scale * c, those rows / c;
+  4. residual dim 2: the arc writes 0 there, so ln1's scale there meets 0 and ln_final's meets the head's 0; only
+     ln2's counts, through the gate's and up's row 2: that scale * c, those rows / c;
   5, 6. Q's row 2 (O = Q^T writes it; V = K = Q read dim 2, which is 0 before attention): the attended values lie in
      the span of Q's rows 0 and 1, so only row 2's projection onto that span counts.
 Each is fixed by pinning one entry per direction (PINS: the amplitude 40, the scale's dim 2 at 50, up's row 2 at 10,
-two entries of Q's row 2 at 0), at values near the trained 41's so that an optimizer's steps mean what they meant.
-Two more change every logit of a position by one positive factor, so no argmax (greedy decoding is all the board
+two entries of Q's row 2 at 0), at values near the trained 41's in size so that an optimizer's steps mean what they
+meant (up's row 2 at +10 for both units turns the sign of unit 0's up column and down row, whose product it writes).
+Three more change every logit of a position by one positive factor, so no argmax (greedy decoding is all the board
 runs), though they change the loss:
   7, 8. the MLP's write to residual dim 2 (HEAD_FREE, `--head-free`, pinned at 0): in one block the MLP's output is
      read by ln_final alone, and there dim 2 (where the tied head's arc is 0) enters only the RMS;
   9. the head's temperature (TEMPERATURE, `--temperature`, the scale's dim 0 pinned at 7): the scale's dims 0 and 1
-     * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: attention's V and O (both Q) meet c / sqrt(c)^2 = 1,
-     the MLP reads what it read, and ln_final's logits (the arc is 0 in dim 2) are c times the 41's.
+     * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: q and k grow by sqrt(c), which the QK-norm undoes, V
+     and O (both Q) meet c / sqrt(c)^2 = 1, the MLP reads what it read, and ln_final's logits (the arc is 0 in dim
+     2) are c times the 41's.
+Directions 1 and 9 need c > 0 (an RMSNorm is odd): the trained amplitude and the scale's dim 0 must be positive.
 With both, 32 parameters decode as the 41.
 The result is written as a run folder (its config the source's with model.pins, its parameters the free entries),
-checked to give the source's logits times a positive factor per position (1 without the last two), so that `train
+checked to give the source's logits (times a positive factor per position with the last three), so that `train
 --init-from` and `export-adder` take it.
 """
 
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -45,32 +47,40 @@ from miiii.errors import ConfigError, OneLineParser, RunError, one_line_errors
 if TYPE_CHECKING:
     from experiments.adderboard.settings import Derived
 
-PINS = ("W_E_arc[0]=40", "shared_norm_0.scale[2]=50", "mlp.W_in[2]=10", "attn.W_Q[0,2,0]=0", "attn.W_Q[0,2,3]=0")
-MODEL_PINS = "model.pins=" + ",".join(PINS)
+AMPLITUDE, SCALE_2, UP_2, SCALE_0 = 40.0, 50.0, 10.0, 7.0  # the pins' values
+ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: a pair whose 2 x 2 solve is well conditioned on the trained 41
+PINS = (f"W_E_arc[0]={AMPLITUDE:g}", f"shared_norm_0.scale[2]={SCALE_2:g}", f"mlp.W_in[2]={UP_2:g}",
+        *(f"attn.W_Q[0,2,{i}]=0" for i in ZERO_Q))
 HEAD_FREE = ("mlp.W_out[:,2]=0",)  # the MLP's write to residual dim 2: argmax-free (the 33)
-TEMPERATURE = ("shared_norm_0.scale[0]=7",)  # the head's temperature: argmax-free (with HEAD_FREE, the 32)
-SCALE_0 = 7.0  # TEMPERATURE's value
+TEMPERATURE = (f"shared_norm_0.scale[0]={SCALE_0:g}",)  # the head's temperature: argmax-free (with HEAD_FREE, 32)
 GAUGED = "gauged.json"
-# the 41's structure, which the six directions need: V = Q and O = Q^T (5, 6), K a turn of Q, the three RMSNorms one
-# scale (1, 4), the arc on d_model 3 (its dim 2 is 0), SwiGLU of width 2, one head
+# the 41's structure, which the directions need: V = Q and O = Q^T (5, 6, 9), K a turn of Q, the three RMSNorms one
+# scale (1, 4, 9), the arc on d_model 3 (its dim 2 is 0), SwiGLU of width 2, one head, one pre-norm block
 TIES_41 = ("attn.W_K=rot(attn.W_Q)", "attn.W_V=attn.W_Q", "attn.W_O=T(attn.W_Q)")
 NORMS_41 = ("ln1+ln2+ln_final", "q_norm+k_norm")
-AMPLITUDE, SCALE_2, UP_2 = 40.0, 50.0, 10.0  # PINS' values
-# the largest logit gap the check allows, as a share of the largest logit: float32 rounding (the 41's own float32
-# logits differ from its float64 ones by about 3e-5 of the largest; in float64 the two models' differ by about 3e-8)
+# the largest logit gap the check allows, as a share of the largest logit: room for float32 rounding, which the
+# trained 41's large cancellations amplify
 GAP = 1e-3
-ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: of the six pairs, the best conditioned and the least moved
+
+
+def model_pins(head_free: bool = False, temperature: bool = False) -> str:
+    """The --set of the derived model's pins: PINS, and HEAD_FREE's and TEMPERATURE's when asked."""
+    return "model.pins=" + ",".join(PINS + HEAD_FREE * head_free + TEMPERATURE * temperature)
+
+
+MODEL_PINS = model_pins()
 
 
 def check_source(m) -> None:
     """ConfigError unless the model is the 41's structure (TIES_41, NORMS_41, the arc, SwiGLU 2, d 3, one head)."""
     ok = (tuple(m.ties) == TIES_41 and tuple(m.norm_groups) == NORMS_41 and m.embed == "arc" and m.d_model == 3
           and m.mlp_act == "swiglu" and m.mlp_dim == 2 and m.n_heads == 1 and m.d_head == 4 and m.n_layers == 1
-          and m.norm == "rms" and m.qk_norm and m.layer_norm and not m.pos_embed and not m.pins and m.tie_head)
+          and m.norm == "rms" and m.qk_norm and m.layer_norm and not m.pos_embed and not m.pins and m.tie_head
+          and not m.mlp_bias and m.ln_position == "pre" and m.readout == "all")
     if not ok:
         raise ConfigError("the gauge is the 41's: model.ties " + ",".join(TIES_41) + ", model.norm_groups "
-                          + ",".join(NORMS_41) + ", the arc on d_model 3, SwiGLU of width 2, one head of size 4, one "
-                          "block, no pins")
+                          + ",".join(NORMS_41) + ", the arc on d_model 3, SwiGLU of width 2 without biases, one head "
+                          "of size 4, one pre-norm block, every position read out, no pins")
 
 
 def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -79,6 +89,8 @@ def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     p = {k: np.array(v, np.float64) for k, v in p.items()}
     arc, g, q = p["W_E_arc"], p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"][0]
     gate, up, down = (p[f"blocks_0/mlp/{k}"] for k in ("W_gate", "W_in", "W_out"))
+    if not arc[0] > 0:
+        raise ConfigError(f"the arc's amplitude is {arc[0]:g}: the global scale (1) needs it positive")
     c = arc[0] / AMPLITUDE  # 1: the global scale
     arc[0] /= c
     g *= c
@@ -94,7 +106,11 @@ def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     basis = q[:2].T  # 5, 6: row 2's part outside span(row 0, row 1) moved until its ZERO_Q entries are 0
     inside = basis @ np.linalg.lstsq(basis, q[2], rcond=None)[0]
     outside = np.linalg.svd(basis.T)[2][2:].T  # (4, 2): an orthonormal basis of the span's complement
-    q[2] = inside + outside @ np.linalg.solve(outside[list(ZERO_Q)], -inside[list(ZERO_Q)])
+    try:
+        q[2] = inside + outside @ np.linalg.solve(outside[list(ZERO_Q)], -inside[list(ZERO_Q)])
+    except np.linalg.LinAlgError:
+        raise ConfigError(f"Q's rows 0 and 1 leave entries {ZERO_Q} of row 2 no room to be 0 (a singular solve); "
+                          "pin another pair") from None
     q[2, list(ZERO_Q)] = 0.0
     return p
 
@@ -102,19 +118,13 @@ def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def free_entries(p: dict[str, np.ndarray], m) -> dict[str, np.ndarray]:
     """The pinned model's flat parameters: each pinned weight's free entries as NAME_free (float32); ConfigError when
     a pinned entry does not hold its pin."""
-    from miiii.config import pin_mask
-    from miiii.validate import pinnable
+    from miiii.model import FREE, pinned_weights
 
     out = dict(p)
-    for weight, shape in pinnable(m).items():
-        mask = pin_mask(weight, shape, m.pins)
-        if mask is None:
-            continue
-        free, values = mask
-        path = next(k for k in p if k == weight.replace(".", "/") or k.endswith("/" + weight.replace(".", "/")))
+    for path, free, values in pinned_weights(m, list(p)):
         if not np.allclose(p[path][~free], values[~free], rtol=1e-6, atol=1e-9):
             raise ConfigError(f"{path}'s pinned entries are {p[path][~free]}, not the pins' {values[~free]}")
-        out[path + "_free"] = out.pop(path)[free]
+        out[path + FREE] = out.pop(path)[free]
     return {k: v.astype(np.float32) for k, v in out.items()}
 
 
@@ -138,6 +148,8 @@ def temperature_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     every logit of a position times one positive factor."""
     p = {k: v.copy() for k, v in p.items()}
     g, q = p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"]
+    if not g[0] > 0:
+        raise ConfigError(f"the RMSNorm scale's dim 0 is {g[0]:g}: the head's temperature (9) needs it positive")
     c = SCALE_0 / g[0]
     g[:2] *= c
     q /= np.sqrt(c)
@@ -162,8 +174,8 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
     if not run.params:
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
     check_source(run.config.model)
-    pins = PINS + HEAD_FREE * head_free + TEMPERATURE * temperature
-    cfg = apply_overrides(run.config, ["model.pins=" + ",".join(pins), f"train.init_from={run_dir}"])
+    cfg = apply_overrides(run.config, [model_pins(head_free, temperature), f"train.init_from={run_dir}"])
+    pins = cfg.model.pins
     before = {k: np.asarray(v) for k, v in flatten_params(run.params).items()}
     moved = gauge_fixed(before)
     if head_free:
@@ -178,8 +190,10 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
     answer = slice(-run.config.task.n_digits - 2, -1)  # the positions that predict the sum's digits
     gap = float(np.abs(factor * a - b).max() / np.abs(a).max())
     same = bool((a[:, answer].argmax(-1) == b[:, answer].argmax(-1)).all())
-    if gap > GAP or not same or factor.min() <= 0:
-        raise RunError(f"the gauge changed {run_dir}'s logits beyond a positive factor per position (largest gap "
+    kept = head_free or temperature or np.abs(factor - 1).max() <= GAP  # the six directions keep the logits
+    if gap > GAP or not same or factor.min() <= 0 or not kept:
+        allowed = "a positive factor" if head_free or temperature else "rounding"
+        raise RunError(f"the gauge changed {run_dir}'s logits beyond {allowed} per position (largest gap "
                        f"{gap:.2e} of the largest logit; every answer digit's argmax the same: {same}); nothing "
                        "written")
     report = dict(source=str(run_dir), pins=list(pins), rows=rows, logit_gap=gap, same_argmax=same,
@@ -209,22 +223,12 @@ def derived_record(d: Derived, runs: Path) -> dict | None:
 
 def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
     """Export and score every derived folder (its metadata saying how its parameters were reached)."""
-    from experiments.adderboard.score import load, score
-    from miiii.export import export_adder
+    from experiments.adderboard.score import export_scored
 
-    scores = []
-    for rec in records:
-        name = f"adder-{rec['params']}p-{rec['name']}"
-        path = out / "submissions" / f"{name}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.py")
-        export_adder(runs / rec["name"], tmp, name=name, force=True,
-                     history=f"trained as {rec['source']} (its chain of study settings), then written again with "
-                     f"entries pinned, no training step: {', '.join(rec['pins'])} (experiments/adderboard/gauge.py)")
-        shutil.move(tmp, path)
-        scores.append(dict(setting=rec["name"], run=rec["name"], file=f"submissions/{path.name}",
-                           **score(load(path), 10_000)))
-    return scores
+    return [dict(setting=r["name"], run=r["name"], **export_scored(
+        runs / r["name"], out, f"adder-{r['params']}p-{r['name']}",
+        history=f"trained as {r['source']} (its chain of study settings), then written again with entries pinned, no "
+        f"training step: {', '.join(r['pins'])} (experiments/adderboard/gauge.py)")) for r in records]
 
 
 def main(argv=None) -> int:

@@ -32,6 +32,21 @@ def load(path: Path):
     return mod
 
 
+def export_scored(run_dir: Path, out: Path, name: str, history: str | None = None) -> dict:
+    """RUN_DIR exported as OUT/submissions/NAME.py (written aside, then moved: never half a file) and scored on the
+    verifier's 10,010 cases; its score with the file's path under OUT."""
+    import shutil
+
+    from miiii.export import export_adder
+
+    path = out / "submissions" / f"{name}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.py")
+    export_adder(run_dir, tmp, name=name, force=True, history=history)
+    shutil.move(tmp, path)
+    return dict(file=f"submissions/{path.name}", **score(load(path), 10_000))
+
+
 MAX_LISTED = 200  # failures listed in order (a model at >= 99 % of 10,010 cases has at most 100: all of them)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from experiments.adderboard.gauge import HEAD_FREE, MODEL_PINS
+from experiments.adderboard.gauge import model_pins
 from miiii.presets import SHARED_NORMS
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -52,10 +52,10 @@ MODEL_35GR = (*SMALL, T41R + "," + SOFT_GATE, SHARED, "model.tie_angle=-0.5", *F
 # 35 parameters: the 41 with a ReLU MLP of width 2 in place of SwiGLU's (relu(x W_in) W_out: no gate)
 MODEL_35U = (*MODEL_41A1, "model.mlp_act=relu")
 # 35 parameters: the 41 with its six exact symmetries fixed by pinned entries (gauge.py: the same function class)
-MODEL_35P = (*MODEL_41A1, MODEL_PINS)
+MODEL_35P = (*MODEL_41A1, model_pins())
 GAUGED_41 = "41a1-m7-b17-35p"  # gauge.py's folder of the trained 41 as the 35 (its logits the 41's)
 # 33 parameters: the 35 with the MLP's write to residual dim 2 pinned at 0 too (gauge.py --head-free: the same argmax)
-MODEL_33P = (*MODEL_41A1, MODEL_PINS + "," + ",".join(HEAD_FREE))
+MODEL_33P = (*MODEL_41A1, model_pins(head_free=True))
 HEAD_FREE_41 = "41a1-m7-b17-33p"  # gauge.py --head-free's folder: the trained 41 as the 33 (its argmax the 41's)
 
 

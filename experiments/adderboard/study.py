@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -184,8 +183,7 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
 
 def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
     """Export and score (the verifier's 10,010 cases) every run at EXPORT_AT or above; the files join out/."""
-    from experiments.adderboard.score import load, score
-    from miiii.export import export_adder
+    from experiments.adderboard.score import export_scored
 
     scores = []
     for rec in summary["settings"]:
@@ -195,13 +193,7 @@ def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
             run_dir = runs / rec["name"]  # a solo phase's run, or the folder of members (a sweep) or phases (a preset)
             run_dir = run_dir if (run_dir / "summary.json").is_file() else run_dir / m["run"]
             name = f"adder-{rec['params']}p-{rec['name']}" + ("" if rec["init_from"] else f"-{m['run']}")
-            path = out / "submissions" / f"{name}.py"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.py")
-            export_adder(run_dir, tmp, name=name, force=True)
-            shutil.move(tmp, path)
-            scores.append(dict(setting=rec["name"], run=m["run"], file=f"submissions/{path.name}",
-                               **score(load(path), 10_000)))
+            scores.append(dict(setting=rec["name"], run=m["run"], **export_scored(run_dir, out, name)))
     return scores
 
 
@@ -211,15 +203,15 @@ def merged(path: Path, new: dict) -> dict:
         return new
     old = json.loads(path.read_text())
     names = {r["name"] for r in new["settings"] + new.get("derived", [])}
-    # a setting no longer searched keeps its record, last
     order = {n: k for k, n in enumerate([s.name for s in SEARCH] + [d.name for d in DERIVED])}
-    settings = sorted([r for r in old["settings"] if r["name"] not in names] + new["settings"],
-                      key=lambda r: order.get(r["name"], len(order)))
-    derived = sorted([r for r in old.get("derived", []) if r["name"] not in names] + new.get("derived", []),
-                     key=lambda r: order.get(r["name"], len(order)))
-    scores = sorted([s for s in old["scores"] if s["setting"] not in names] + new["scores"],
-                    key=lambda s: order.get(s["setting"], len(order)))
-    return {"qualify": QUALIFY, "settings": settings, "scores": scores} | ({"derived": derived} if derived else {})
+
+    def renewed(part: str, key: str) -> list[dict]:  # a record of a setting no longer searched stays, last
+        kept = [r for r in old.get(part, []) if r[key] not in names]
+        return sorted(kept + new.get(part, []), key=lambda r: order.get(r[key], len(order)))
+
+    derived = renewed("derived", "name")
+    return ({"qualify": QUALIFY, "settings": renewed("settings", "name"), "scores": renewed("scores", "setting")}
+            | ({"derived": derived} if derived else {}))
 
 
 def results_md(summary: dict) -> str:
@@ -316,6 +308,15 @@ def write_bundle(summary: dict, out: Path, check: bool = False) -> int:
     return 0
 
 
+def derive(name: str, runs: Path) -> None:
+    """RUNS/NAME written by gauge.py when NAME is a derived folder (settings.DERIVED) not written yet."""
+    from experiments.adderboard.gauge import gauge
+
+    for d in DERIVED:
+        if d.name == name and not (runs / name).exists():
+            gauge(runs / d.source, runs / name, head_free=d.head_free, temperature=d.temperature)
+
+
 def study(args) -> int:
     if args.bundle is not None:
         summary = json.loads((args.bundle / "summaries" / "search.json").read_text())
@@ -326,15 +327,14 @@ def study(args) -> int:
 
         for s in SEARCH:
             if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
+                derive(s.init_from, args.runs)  # a derived folder it starts from, written first
                 if s.hard:
                     find_hard(s, args.runs)
                 if (rc := miiii(command(s, args.runs))) != 0:
                     return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
         for d in DERIVED:
-            if (not args.only or d.name in args.only) and not (args.runs / d.name).exists():
-                from experiments.adderboard.gauge import gauge
-
-                gauge(args.runs / d.source, args.runs / d.name, head_free=d.head_free, temperature=d.temperature)
+            if not args.only or d.name in args.only:
+                derive(d.name, args.runs)
     settings = [r for s in SEARCH if not args.only or s.name in args.only
                 if (r := setting_record(s, args.runs)) is not None]
     derived = [r for d in DERIVED if not args.only or d.name in args.only
