@@ -187,6 +187,20 @@ def pin_mask(weight: str, shape: tuple, pins: tuple[str, ...]):
     return free, values
 
 
+def pinnable(m) -> dict[str, tuple]:
+    """{weight: shape} of every weight model.pins may name in this model: its arc, shared norm scales and the block
+    weights it learns (a follower of model.ties is computed, not learned)."""
+    H, G, d, e, k = m.n_heads, m.kv_heads, m.d_model, m.d_head, m.mlp_dim
+    shapes = {"attn.W_Q": (H, d, e), "attn.W_K": (G, d, e), "attn.W_V": (G, d, e), "attn.W_O": (H, e, d),
+              "mlp.W_in": (d, k), "mlp.W_out": (k, d)} | ({"mlp.W_gate": (d, k)} if m.mlp_act == "swiglu" else {})
+    shapes |= {"W_E_arc": (3,)} if m.embed == "arc" else {}
+    for i, group in enumerate(m.norm_groups):
+        shapes[f"shared_norm_{i}.scale"] = (e if group.split("+")[0] in ("q_norm", "k_norm") else d,)
+    for (module, follower) in parse_ties(m.ties):
+        shapes.pop(f"{module}.{follower}", None)
+    return shapes
+
+
 @dataclass(frozen=True)
 class OptimConfig:
     lr: float = 1e-3

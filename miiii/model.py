@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from miiii.config import TURNED, ConfigError, ModelConfig, parse_ties, pin_mask
+from miiii.config import TURNED, ConfigError, ModelConfig, parse_ties, pin_mask, pinnable
 
 
 def _normal(std: float):
@@ -136,8 +136,6 @@ FREE = "_free"  # a pinned weight's parameter is NAME_free: its free entries, fl
 def pinned_weights(m: ModelConfig, paths) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(path, free mask, constants) of each of `paths` (flat parameter names of full weights, "blocks_0/attn/W_Q") that
     model.pins holds entries of: the export and experiments/adderboard/gauge.py read the pins through this."""
-    from miiii.validate import pinnable  # here: validate reads configs without the model
-
     out = []
     for weight, shape in pinnable(m).items():
         if (mask := pin_mask(weight, shape, m.pins)) is not None:

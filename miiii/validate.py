@@ -21,6 +21,7 @@ from miiii.config import (
     parse_pins,
     parse_ties,
     pin_mask,
+    pinnable,
 )
 from miiii.errors import ConfigError, did_you_mean, shown
 from miiii.optimizers import OPTIMIZERS
@@ -128,20 +129,6 @@ def check_norm_groups(m) -> None:
                              "ln_final with model.layer_norm, ln_final not with ln_position post, q_norm and k_norm "
                              "with model.qk_norm) and of one size and kind (ln*: model.d_model, model.norm; q_norm, "
                              "k_norm: the head size, RMSNorm)")
-
-
-def pinnable(m) -> dict[str, tuple]:
-    """{weight: shape} of every weight model.pins may name in this model: its arc, shared norm scales and the block
-    weights it learns (a follower of model.ties is computed, not learned)."""
-    H, G, d, e, k = m.n_heads, m.kv_heads, m.d_model, m.d_head, m.mlp_dim
-    shapes = {"attn.W_Q": (H, d, e), "attn.W_K": (G, d, e), "attn.W_V": (G, d, e), "attn.W_O": (H, e, d),
-              "mlp.W_in": (d, k), "mlp.W_out": (k, d)} | ({"mlp.W_gate": (d, k)} if m.mlp_act == "swiglu" else {})
-    shapes |= {"W_E_arc": (3,)} if m.embed == "arc" else {}
-    for i, group in enumerate(m.norm_groups):
-        shapes[f"shared_norm_{i}.scale"] = (e if group.split("+")[0] in ("q_norm", "k_norm") else d,)
-    for (module, follower) in parse_ties(m.ties):
-        shapes.pop(f"{module}.{follower}", None)
-    return shapes
 
 
 def check_pins(m) -> None:
