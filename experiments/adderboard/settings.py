@@ -57,6 +57,8 @@ GAUGED_41 = "41a1-m7-b17-35p"  # gauge.py's folder of the trained 41 as the 35 (
 # 33 parameters: the 35 with the MLP's write to residual dim 2 pinned at 0 too (gauge.py --head-free: the same argmax)
 MODEL_33P = (*MODEL_41A1, model_pins(head_free=True))
 HEAD_FREE_41 = "41a1-m7-b17-33p"  # gauge.py --head-free's folder: the trained 41 as the 33 (its argmax the 41's)
+# 32 parameters: the 33 with the head's temperature pinned too (gauge.py --head-free --temperature)
+MODEL_32P = (*MODEL_41A1, model_pins(head_free=True, temperature=True))
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,16 @@ def chain(stem: str, start: str, rounds: range, why: str, keep: tuple[str, ...] 
         out.append(targeted(f"{stem}{k}", f"{before} given {why}", before, hard, **kw))
         before = f"{stem}{k}"
     return tuple(out)
+
+
+def plain(name: str, what: str, model: tuple[str, ...], init_from: str) -> Setting:
+    """`init_from` given 20k cosine steps from lr 1e-5 to 0 without weight decay (batch 256) on REPLAY_N pairs of
+    the training draw, no hard pairs: does a qualifying model keep its sums while its own parameters train?"""
+    return Setting(name, f"{what} given 20k cosine steps from lr 1e-5 to 0 without weight decay (batch 256) on "
+                   f"{REPLAY_N // 1000}k pairs of the training draw, no hard pairs: does it keep its sums while its "
+                   "own parameters train?", (*model, *DATA, f"task.n_train={REPLAY_N}", "optim.lr=1e-5",
+                                             "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
+                                             "train.batch_size=256"), steps=20_000, init_from=init_from, seed=7)
 
 
 def soft(name: str, why: str, init_from: str, hard: tuple[str, ...], weight: float, **kw) -> Setting:
@@ -308,6 +320,15 @@ SEARCH = (
              "41a1-m7-b's (lr 1e-3, the hard pairs 90 % of the set, united over sources: here the 41's own wrong pairs "
              "at four seeds, its earlier rounds' runs being gone)", HEAD_FREE_41,
              tuple(f"{HEAD_FREE_41}@{k}" for k in range(18, 22)), share=0.9, model=MODEL_33P),
+    plain("32p-plain", "41a1-m7-b17-32p (the trained 41 as the 32, gauge.py --head-free --temperature)", MODEL_32P,
+          "41a1-m7-b17-32p"),
+    plain("41-plain", "41a1-m7-b17 itself (32p-plain's control: the 41's own parameters)", MODEL_41A1,
+          "41a1-m7-b17"),
+    plain("35p-plain", "41a1-m7-b17-35p (the trained 41 as the 35, its logits the 41's)", MODEL_35P,
+          "41a1-m7-b17-35p"),
+    targeted("32p-t18", "41a1-m7-b17-32p given a round at lr 1e-4 with the 41's wrong pairs at four seeds a tenth of "
+             "the set", "41a1-m7-b17-32p", tuple(f"{HEAD_FREE_41}@{k}" for k in range(18, 22)), share=0.1,
+             lr="1e-4", model=MODEL_32P),
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
