@@ -128,6 +128,13 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
                     "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from=init_from, seed=7)
 
 
+def round_sets(model: tuple[str, ...], lr: str) -> tuple[str, ...]:
+    """A round's settings: `model` on REPLAY_N pairs of the training draw, cosine from `lr` to 0 without weight decay,
+    batch 256."""
+    return (*model, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
+            "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256")
+
+
 def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: float = 0.5,
              steps: int = 20_000, lr: str = "1e-3", model: tuple[str, ...] = MODEL_41A1) -> Setting:
     """A round of targeted fine-tuning (the board's sub-50 entries' last stage, as hard-example replay): `steps`
@@ -140,8 +147,7 @@ def targeted(name: str, why: str, init_from: str, hard: tuple[str, ...], share: 
     return Setting(name, f"{why}: {steps // 1000}k cosine steps from {lr} to 0 without weight decay (batch 256) on "
                    f"{REPLAY_N // 1000}k pairs of the training draw and the pairs {' and '.join(hard)} decode wrong "
                    f"among {HARD_PAIRS // 1000}k of its seed, repeated to about {share:.0%} of the rows",
-                   (*model, *DATA, f"task.n_train={REPLAY_N}", f"optim.lr={lr}", "optim.weight_decay=0",
-                    "optim.schedule=cosine", "optim.final_lr_frac=0", "train.batch_size=256"), steps=steps,
+                   round_sets(model, lr), steps=steps,
                    init_from=init_from, seed=7, hard=hard, hard_share=share)
 
 
@@ -163,9 +169,7 @@ def plain(name: str, what: str, model: tuple[str, ...], init_from: str) -> Setti
     the training draw, no hard pairs: does a qualifying model keep its sums while its own parameters train?"""
     return Setting(name, f"{what} given 20k cosine steps from lr 1e-5 to 0 without weight decay (batch 256) on "
                    f"{REPLAY_N // 1000}k pairs of the training draw, no hard pairs: does it keep its sums while its "
-                   "own parameters train?", (*model, *DATA, f"task.n_train={REPLAY_N}", "optim.lr=1e-5",
-                                             "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0",
-                                             "train.batch_size=256"), steps=20_000, init_from=init_from, seed=7)
+                   "own parameters train?", round_sets(model, "1e-5"), steps=20_000, init_from=init_from, seed=7)
 
 
 def soft(name: str, why: str, init_from: str, hard: tuple[str, ...], weight: float, **kw) -> Setting:
