@@ -175,7 +175,6 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
     check_source(run.config.model)
     cfg = apply_overrides(run.config, [model_pins(head_free, temperature), f"train.init_from={run_dir}"])
-    pins = cfg.model.pins
     before = {k: np.asarray(v) for k, v in flatten_params(run.params).items()}
     moved = gauge_fixed(before)
     if head_free:
@@ -196,7 +195,7 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
         raise RunError(f"the gauge changed {run_dir}'s logits beyond {allowed} per position (largest gap "
                        f"{gap:.2e} of the largest logit; every answer digit's argmax the same: {same}); nothing "
                        "written")
-    report = dict(source=str(run_dir), pins=list(pins), rows=rows, logit_gap=gap, same_argmax=same,
+    report = dict(source=str(run_dir), pins=list(cfg.model.pins), rows=rows, logit_gap=gap, same_argmax=same,
                   factor=[float(factor.min()), float(factor.max())], params=int(sum(v.size for v in after.values())))
     write_source(out, cfg, after, GAUGED, report)
     return report
@@ -217,8 +216,7 @@ def derived_record(d: Derived, runs: Path) -> dict | None:
     return dict(name=d.name, why=d.why, source=d.source, params=count_params(run.params), pins=check["pins"],
                 logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
                 rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
-                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}"
-                + " --head-free" * d.head_free + " --temperature" * d.temperature)
+                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}{d.flags}")
 
 
 def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
@@ -235,7 +233,8 @@ def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a finished run of the 41 (41a1-m7-b17; restore.py rebuilds it from its "
                     "submission)")
-    ap.add_argument("--out", type=Path, required=True, help="the 35's run folder to write (must not exist)")
+    ap.add_argument("--out", type=Path, required=True, help="the derived run folder to write (must not exist): the "
+                    "35, or with the flags below the 33 or the 32")
     ap.add_argument("--head-free", action="store_true", help="pin the MLP's write to residual dim 2 at 0 too: the "
                     "33, decoding as the 41 (every logit of a position times one positive factor)")
     ap.add_argument("--temperature", action="store_true", help="pin the head's temperature too (the RMSNorm scale's "

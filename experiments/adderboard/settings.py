@@ -87,6 +87,11 @@ class Derived:
     head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
     temperature: bool = False  # gauge.py --temperature: the head's temperature pinned too
 
+    @property
+    def flags(self) -> str:
+        """gauge.py's options for this folder, as its command line gives them."""
+        return " --head-free" * self.head_free + " --temperature" * self.temperature
+
 
 DERIVED = (
     Derived(GAUGED_41, "the trained 41 (41a1-m7-b17) with its six exact symmetries fixed by pins (gauge.py): the "
