@@ -191,6 +191,16 @@ ROUNDS_A = chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 
                  "round and of every round of the chain so far", keep=("41a1-m7-q5@6",), share=0.9, lr="3e-4")
 
 
+# The 32 trained in its own parameters, as 41a1-m7-b's rounds trained the 41: every round's hard pairs 90 % of the
+# set, united with the chain's earlier ones. That chain's union held the wrong pairs of many weaker runs (a7 to b16,
+# gone); 33p-b18's, the 41's own at four seeds, was narrow and the round fell. Here the union starts from what the
+# runs near the 41 decode wrong (NEAR_41: its plain and targeted rounds), at two peaks
+NEAR_41 = ("41-plain@18", "35p-b18@19", "33p-b18@20", "32p-t18@21")
+ROUNDS_32 = tuple(r for stem, lr, last in (("32p-a", "3e-4", 30), ("32p-b", "1e-3", 31))
+                  for r in chain(stem, "41a1-m7-b17-32p", range(18, last + 1),
+                                 f"a round as 41a1-m7-b's from {lr} in its 32 parameters, the hard pairs of the runs "
+                                 "near the 41 (NEAR_41) and of every round of the chain so far 90 % of the set",
+                                 keep=NEAR_41, share=0.9, lr=lr, model=MODEL_32P))
 G20 = ("41a1-m7-b17@18", "35g-s18@19", "35g-s19@20")  # the hard sources of 35g-s20's round, and of 35f-s19's
 F19 = ("41a1-m7-b17@18", "35f-s18@19")
 
@@ -338,6 +348,7 @@ SEARCH = (
     targeted("32p-t18", "41a1-m7-b17-32p given a round at lr 1e-4 with the 41's wrong pairs at four seeds a tenth of "
              "the set", "41a1-m7-b17-32p", tuple(f"{HEAD_FREE_41}@{k}" for k in range(18, 22)), share=0.1,
              lr="1e-4", model=MODEL_32P),
+    *ROUNDS_32,
     Setting("41-start-angle1-8to15", "41-start-angle1 at the next 8 seeds (8 to 15): its seed 7 made the best sub-52 "
             "run, and the board's entry searched 50 seeds", (*START_41, "model.tie_angle=1.0", "train.seed=8"),
             steps=30_000, seeds=8),
