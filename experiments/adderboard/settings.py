@@ -196,7 +196,7 @@ ROUNDS_A = chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 
 # gone); 33p-b18's, the 41's own at four seeds, was narrow and the round fell. Here the union starts from what the
 # runs near the 41 decode wrong (NEAR_41: its plain and targeted rounds), at two peaks
 NEAR_41 = ("41-plain@18", "35p-b18@19", "33p-b18@20", "32p-t18@21")
-ROUNDS_32 = tuple(r for stem, lr, last in (("32p-a", "3e-4", 30), ("32p-b", "1e-3", 31))
+ROUNDS_32 = tuple(r for stem, lr, last in (("32p-a", "3e-4", 30), ("32p-b", "1e-3", 36))
                   for r in chain(stem, "41a1-m7-b17-32p", range(18, last + 1),
                                  f"a round as 41a1-m7-b's from {lr} in its 32 parameters, the hard pairs of the runs "
                                  "near the 41 (NEAR_41) and of every round of the chain so far 90 % of the set",
