@@ -21,13 +21,13 @@ from miiii.cli import main as cli_main
 from miiii.transformerlens import LOADERS, export_tl, load_lines, read_safetensors, split_logits, write_safetensors
 
 STEPS = "train.steps=50"
-RUNS = {  # name: (preset, --set overrides)
+RUNS = {  # name: (preset, --set overrides); nanda-tiny's and miiii-tiny's are the finished runs other tests read
     "nanda-tiny": ("nanda-tiny",),  # MLP biases, one task of p classes
     "miiii-tiny": ("miiii-tiny",),  # no biases, 8 tasks of 2 ... 19 classes
-    "addition-tiny": ("addition-tiny",),  # the book: pre-LN, causal, one head, FFN biases, final LN, tied head
+    "addition-tiny": ("addition-tiny", STEPS),  # the book: pre-LN, causal, one head, FFN biases, final LN, tied head
     # the book's model without LayerNorm, positions, tied head or biases: W_pos and every bias exported as zeros
-    "addition-bare": ("addition-tiny", "model.layer_norm=false", "model.pos_embed=false", "model.tie_head=false",
-                      "model.mlp_bias=false", "record.params=W_E"),
+    "addition-bare": ("addition-tiny", STEPS, "model.layer_norm=false", "model.pos_embed=false",
+                      "model.tie_head=false", "model.mlp_bias=false", "record.params=W_E"),
 }
 
 
@@ -39,7 +39,7 @@ def export(tmp_path_factory):
     def get(name):
         if name not in done:
             preset, *sets = RUNS[name]
-            run = finished_run(preset, STEPS, *sets)
+            run = finished_run(preset, *sets)
             out = tmp_path_factory.mktemp(name) / "tl"
             export_tl(run.path, out)
             done[name] = run, out
@@ -184,11 +184,12 @@ def test_bad_input_exits_2_with_one_line(export, tmp_path, capsys):
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     (unfinished / "config.json").write_text((run.path / "config.json").read_text())
+    absent = min(set(range(1, run.kept_steps[-1])) - set(run.kept_steps))  # a step inside the run, not kept
     cases = [(run.path, full, "not empty"), (tmp_path / "not-a-run", tmp_path / "o1", "not a run directory"),
              (tmp_path / "missing", tmp_path / "o2", "not a run directory"),
              (unfinished, tmp_path / "o3", "not a finished run"),
-             ((run.path, "--step", "7"), tmp_path / "o4",
-              f"no checkpoint at step 7 (kept: {', '.join(map(str, run.kept_steps))})")]
+             ((run.path, "--step", str(absent)), tmp_path / "o4",
+              f"no checkpoint at step {absent} (kept: {', '.join(map(str, run.kept_steps))})")]
     for run_dir, out, why in cases:
         run_dir, *more = run_dir if isinstance(run_dir, tuple) else (run_dir,)
         assert cli_main(["export-tl", str(run_dir), str(out), *more]) == 2
