@@ -194,7 +194,7 @@ ROUNDS_A = chain("41a1-m7-a", "41a1-m7-n6", range(7, 14), "a round at 90 % from 
 # The 32 trained in its own parameters, as 41a1-m7-b's rounds trained the 41: every round's hard pairs 90 % of the
 # set, united with the chain's earlier ones. That chain's union held the wrong pairs of many weaker runs (q5 to b16,
 # gone); 33p-b18's, the 41's own at four seeds, was narrow and the round fell. Here the union starts from what the
-# runs near the 41 decode wrong (NEAR_41: its plain and targeted rounds), at two peaks
+# runs near the 41 decode wrong (NEAR_41: its plain and targeted rounds); two chains, from lr 3e-4 and from 1e-3
 NEAR_41 = ("41-plain@18", "35p-b18@19", "33p-b18@20", "32p-t18@21")
 ROUNDS_32 = tuple(r for stem, lr, last in (("32p-a", "3e-4", 30), ("32p-b", "1e-3", 36))
                   for r in chain(stem, "41a1-m7-b17-32p", range(18, last + 1),
