@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder adderboard test-tl test-notebook stability ladder timings \
+        book book-smoke book-findings train-addition-10 export-adder adderboard adder-32 test-tl test-notebook stability ladder timings \
         disputes llc-transition
 
 help:  ## list the targets
@@ -82,6 +82,12 @@ export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a 
 
 adderboard: $(STAMP)  ## the AdderBoard search (experiments/adderboard/): sweeps of small decoders in runs/adder/, exports and verifier scores; OUT=results/adderboard rewrites the bundle
 	$(BIN)/python -m experiments.adderboard.study --out $(or $(OUT),runs/adderboard) $(ARGS)
+
+R32 = $(or $(RUN),runs/adder-32)
+adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the committed 41's submission (restore.py, then study --only 32p-b36 --with-deps: 23 rounds in RUN=runs/adder-32, one XLA thread as trained; time: the study README), its export compared with the committed one
+	test -e $(R32)/41a1-m7-b17 || $(BIN)/python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py --runs $(R32)
+	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R32) --only 32p-b36 --with-deps --out $(R32)-bundle $(ARGS)
+	cmp $(R32)-bundle/submissions/adder-32p-32p-b36.py results/adderboard/submissions/adder-32p-32p-b36.py && echo "$(R32)-bundle/submissions/adder-32p-32p-b36.py is the committed 32, byte for byte"
 
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
 	$(BIN)/python -m experiments.book $(ARGS)

@@ -102,3 +102,38 @@ def test_derived_records_merge_render_and_are_scored():
     new = {"qualify": study.QUALIFY, "settings": [SUMMARY["settings"][0]], "scores": []}
     out = study.merged(BUNDLE / "summaries" / "search.json", new)
     assert out["derived"] == derived and [s for s in out["scores"] if s["setting"] == derived[0]["name"]]
+
+
+def test_with_deps_is_every_setting_a_run_starts_from_or_draws_hard_pairs_from(tmp_path, capsys):
+    """needs() against a walk of the settings written out here: the closure of the committed 32 from its seed is its
+    19 rounds, the four runs near the 41 its union starts from, the 41's whole lineage (from the screen whose seed 7
+    it continues) and the three derived folders, each after what it needs and no other chain (32p-a*); a folder
+    already there (the restored 41) cuts the walk."""
+    from experiments.adderboard.settings import DERIVED, SEARCH, needs
+
+    by = {s.name: s for s in SEARCH} | {d.name: d for d in DERIVED}
+
+    def direct(name):
+        s = by[name]
+        if hasattr(s, "source"):
+            return {s.source}
+        return {h.split("@")[0] for h in s.hard} | ({s.init_from.split("/")[0]} if s.init_from else set())
+
+    full = needs(["32p-b36"])
+    assert len(set(full)) == len(full) and {f"32p-b{k}" for k in range(18, 37)} <= set(full)
+    assert {"41-plain", "35p-b18", "33p-b18", "32p-t18", "41a1-m7-b17", "41a1-m7-long5", "41-start-angle1"} <= set(full)
+    assert not any(n.startswith("32p-a") for n in full) and "41a1-m7-b17-32p" in full
+    trained = [n for n in full if not hasattr(by[n], "source")]  # derived folders train nothing
+
+    def trained_first(name):  # the settings a name needs trained, through derived folders
+        return {t for d in direct(name) for t in ({by[d].source} if hasattr(by[d], "source") else {d})}
+
+    for name in full:  # closed, and each setting trains after every setting it needs
+        assert direct(name) <= set(full)
+        assert all(trained.index(t) < trained.index(name) for t in trained_first(name) if name in trained)
+    cut = needs(["32p-b36"], present={"41a1-m7-b17"})
+    rounds = {f"32p-b{k}" for k in range(18, 37)}
+    assert set(cut) == {"41a1-m7-b17", "41-plain", "35p-b18", "33p-b18", "32p-t18", *rounds, *(d.name for d in DERIVED)}
+    out = tmp_path / "out"  # --with-deps without --only: one line, exit 2, nothing written
+    assert study.main(["--with-deps", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    assert "--with-deps" in capsys.readouterr().err and not any(tmp_path.iterdir())

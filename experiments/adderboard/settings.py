@@ -370,3 +370,25 @@ SEARCH = (
             "a Q, O = Q^T, gate = a up, arc embedding; 290k cosine steps from lr 1e-2 to 1e-3, then 80k with grokfast "
             "from 1e-3 to 1e-4)", (), phased="adder-58-phases"),
 )
+
+
+def needs(names, present=frozenset()) -> tuple[str, ...]:
+    """`names` and every setting or derived folder they start from (init_from, a derived folder's source) or draw
+    hard pairs from, transitively: what training them from their seeds takes, in the search's order (a setting
+    after every one it needs; derived folders, which train nothing, last). A name in `present` (its folder is
+    there already: trained, or restored from its submission) is kept but needs nothing more."""
+    settings = {s.name: s for s in SEARCH} | {d.name: d for d in DERIVED}
+    todo, seen = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        s = settings[name]
+        if name in present:
+            continue
+        if isinstance(s, Derived):
+            todo.append(s.source)
+        else:
+            todo += [h.partition("@")[0] for h in s.hard] + ([s.init_from.partition("/")[0]] if s.init_from else [])
+    return tuple(n for n in settings if n in seen)

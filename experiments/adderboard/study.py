@@ -27,7 +27,7 @@ import numpy as np
 
 from experiments.adderboard.gauge import derived_record, score_derived
 from experiments.adderboard.hard import carry_shaped, error_profile, hard_union, off_by_one, save_atomic, source
-from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, SEARCH, Setting
+from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, SEARCH, Setting, needs
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
@@ -321,6 +321,11 @@ def study(args) -> int:
     if args.bundle is not None:
         summary = json.loads((args.bundle / "summaries" / "search.json").read_text())
         return write_bundle(summary, args.bundle, args.check)
+    if args.with_deps:
+        if not args.only:
+            raise ConfigError("--with-deps adds what --only's settings need: name them with --only")
+        present = {p.name for p in args.runs.iterdir()} if args.runs.is_dir() else set()
+        args.only = list(needs(args.only, present))
     out_folder(args.out)
     if not args.no_train:
         from miiii.cli import main as miiii
@@ -329,6 +334,8 @@ def study(args) -> int:
             if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
                 derive(s.init_from, args.runs)  # a derived folder it starts from, written first
                 if s.hard:
+                    for h in s.hard:  # a derived folder it draws hard pairs from, likewise
+                        derive(h.partition("@")[0], args.runs)
                     find_hard(s, args.runs)
                 if (rc := miiii(command(s, args.runs))) != 0:
                     return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
@@ -360,6 +367,10 @@ def parser() -> OneLineParser:
                     choices=[s.name for s in SEARCH] + [d.name for d in DERIVED],
                     help="these settings only (repeatable: --only A B --only C); the bundle's records of the others "
                          "are kept as they are")
+    ap.add_argument("--with-deps", action="store_true",
+                    help="with --only: also every setting they start from or draw hard pairs from, transitively (their "
+                         "seeds' whole lineage; a folder already under --runs, a restored one among them, is not "
+                         "trained again)")
     ap.add_argument("--no-train", action="store_true", help="write the bundle from the finished runs as they are")
     ap.add_argument("--bundle", type=Path, default=None,
                     help="regenerate BUNDLE's results.md from its summaries/search.json alone")
