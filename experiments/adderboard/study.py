@@ -8,6 +8,8 @@ trainer from a seed.
                                                            # the committed bundle, the others kept (a rewrite without
                                                            # --only needs every setting's runs)
     python -m experiments.adderboard.study --bundle results/adderboard [--check]  # results.md from its summaries
+    python -m experiments.adderboard.study --only 32p-b36 --with-deps --runs R  # and every setting it needs, the
+                                                           # folders already under R kept (make adder-32)
 
 Each setting is a vmapped sweep over seeds (one compile per shape) or one solo run (a phase: `--init-from` another
 setting's run), on the preset adder-146 with the changes it names. A run's exact match is the share of the 2,000
