@@ -137,3 +137,24 @@ def test_with_deps_is_every_setting_a_run_starts_from_or_draws_hard_pairs_from(t
     out = tmp_path / "out"  # --with-deps without --only: one line, exit 2, nothing written
     assert study.main(["--with-deps", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
     assert "--with-deps" in capsys.readouterr().err and not any(tmp_path.iterdir())
+
+
+def test_a_stopped_study_continues_its_unfinished_run_in_place(tmp_path, monkeypatch, capsys):
+    """A folder without the file its run writes last (summary.json; a sweep's sweep.json) is continued with
+    --resume, its hard pairs not drawn again; a finished or restored folder is passed over; nothing else trains."""
+    import miiii.cli
+
+    runs, calls = tmp_path / "runs", []
+    monkeypatch.setattr(miiii.cli, "main", lambda argv: calls.append(argv) or 0)
+    by = {s.name: s for s in study.SEARCH}
+    for name in ("32p-b33", "32p-b34", "41-start-angle1", "41a1-m7-b17"):
+        (runs / name).mkdir(parents=True)
+    (runs / "32p-b33" / "summary.json").write_text("{}")
+    (runs / "41a1-m7-b17" / "restored.json").write_text("{}")
+    assert [study.unfinished(by[n], runs) for n in ("32p-b33", "32p-b34", "41-start-angle1", "41a1-m7-b17")] == [
+        False, True, True, False]
+    only = ["--only", "32p-b34", "41-start-angle1", "41a1-m7-b17"]
+    assert study.main(["--runs", str(runs), *only, "--out", str(tmp_path / "out")]) == 2  # no summary to record
+    assert calls == [["sweep", "--resume", str(runs / "41-start-angle1"), "--no-progress"],
+                     ["train", "--resume", str(runs / "32p-b34"), "--no-progress"]]
+    assert not study.hard_file(by["32p-b34"], runs).exists() and "no setting" in capsys.readouterr().err

@@ -87,6 +87,24 @@ def replay_copies(s: Setting, runs: Path) -> int:
     return max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / n_hard))
 
 
+def unfinished(s: Setting, runs: Path) -> bool:
+    """RUNS/NAME is a run a stopped study left behind: there, but without the file a finished run writes last
+    (summary.json; a sweep's sweep.json) and not restored from its submission. A phased setting's preset resumes its
+    own phases."""
+    from experiments.adderboard.restore import RESTORED
+    from miiii.rundir import SUMMARY
+    from miiii.sweepmembers import RESULT
+
+    d = runs / s.name
+    end = SUMMARY if s.init_from else RESULT
+    return not s.phased and d.is_dir() and not (d / end).is_file() and not (d / RESTORED).is_file()
+
+
+def resume_command(s: Setting, runs: Path) -> list[str]:
+    """Continues an unfinished run in place (its config.json holds what it was started with, its hard pairs too)."""
+    return ["train" if s.init_from else "sweep", "--resume", str(runs / s.name), "--no-progress"]
+
+
 def command(s: Setting, runs: Path) -> list[str]:
     """The `python -m miiii` arguments that train setting `s` into runs/NAME (a targeted round's after find_hard)."""
     sets = [a for kv in s.sets for a in ("--set", kv)]
@@ -333,14 +351,21 @@ def study(args) -> int:
         from miiii.cli import main as miiii
 
         for s in SEARCH:
-            if (not args.only or s.name in args.only) and (s.phased or not (args.runs / s.name).exists()):
-                derive(s.init_from, args.runs)  # a derived folder it starts from, written first
-                if s.hard:
-                    for h in s.hard:  # a derived folder it draws hard pairs from, likewise
-                        derive(h.partition("@")[0], args.runs)
-                    find_hard(s, args.runs)
-                if (rc := miiii(command(s, args.runs))) != 0:
-                    return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
+            if args.only and s.name not in args.only:
+                continue
+            if unfinished(s, args.runs):  # stopped part way (a study interrupted): continued where it stopped
+                if (rc := miiii(resume_command(s, args.runs))) != 0:
+                    return 130 if rc == 130 else 1
+                continue
+            if (args.runs / s.name).exists() and not s.phased:
+                continue  # trained already, or restored from its submission
+            derive(s.init_from, args.runs)  # a derived folder it starts from, written first
+            if s.hard:
+                for h in s.hard:  # a derived folder it draws hard pairs from, likewise
+                    derive(h.partition("@")[0], args.runs)
+                find_hard(s, args.runs)
+            if (rc := miiii(command(s, args.runs))) != 0:
+                return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
         for d in DERIVED:
             if not args.only or d.name in args.only:
                 derive(d.name, args.runs)
