@@ -9,7 +9,8 @@ trainer from a seed.
                                                            # --only needs every setting's runs)
     python -m experiments.adderboard.study --bundle results/adderboard [--check]  # results.md from its summaries
     python -m experiments.adderboard.study --only 32p-b36 --with-deps --runs R  # and every setting it needs, the
-                                                           # folders already under R kept (make adder-32)
+                                                           # folders already under R kept (make adder-32); a
+                                                           # run a stopped study left unfinished is resumed
 
 Each setting is a vmapped sweep over seeds (one compile per shape) or one solo run (a phase: `--init-from` another
 setting's run), on the preset adder-146 with the changes it names. A run's exact match is the share of the 2,000
@@ -354,17 +355,17 @@ def study(args) -> int:
             if args.only and s.name not in args.only:
                 continue
             if unfinished(s, args.runs):  # stopped part way (a study interrupted): continued where it stopped
-                if (rc := miiii(resume_command(s, args.runs))) != 0:
-                    return 130 if rc == 130 else 1
-                continue
-            if (args.runs / s.name).exists() and not s.phased:
+                argv = resume_command(s, args.runs)
+            elif (args.runs / s.name).exists() and not s.phased:
                 continue  # trained already, or restored from its submission
-            derive(s.init_from, args.runs)  # a derived folder it starts from, written first
-            if s.hard:
-                for h in s.hard:  # a derived folder it draws hard pairs from, likewise
+            else:
+                derive(s.init_from, args.runs)  # a derived folder it starts from, written first
+                for h in s.hard:  # a targeted round: a derived folder it draws hard pairs from likewise, then its pairs
                     derive(h.partition("@")[0], args.runs)
-                find_hard(s, args.runs)
-            if (rc := miiii(command(s, args.runs))) != 0:
+                if s.hard:
+                    find_hard(s, args.runs)
+                argv = command(s, args.runs)
+            if (rc := miiii(argv)) != 0:
                 return 130 if rc == 130 else 1  # stopped (its one line said so) or failed
         for d in DERIVED:
             if not args.only or d.name in args.only:
