@@ -86,7 +86,7 @@ adderboard: $(STAMP)  ## the AdderBoard search (experiments/adderboard/): sweeps
 # the 32's last round, 32p-b36, is the last of experiments/adderboard/settings.py's ROUNDS_32 (its 1e-3 chain) and
 # the committed file's name: a chain given more rounds names its new last round here too
 R32 = $(or $(RUN),runs/adder-32)
-adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the committed 41's submission (restore.py, then study --only 32p-b36 --with-deps: 23 runs in RUN=runs/adder-32, one XLA thread as trained; each run's time: results/adderboard/results.md), its export compared with the committed one
+adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the committed 41's submission (restore.py, then study --only 32p-b36 --with-deps: 23 runs in RUN=runs/adder-32, one XLA thread as trained; each run's time: results/adderboard/results.md), its export compared with the committed one; stopped, the same command goes on where it stopped
 	test -e $(R32)/41a1-m7-b17 || $(BIN)/python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py --runs $(R32)
 	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R32) --only 32p-b36 --with-deps --out $(R32)-bundle $(ARGS)
 	cmp $(R32)-bundle/submissions/adder-32p-32p-b36.py results/adderboard/submissions/adder-32p-32p-b36.py && echo "$(R32)-bundle/submissions/adder-32p-32p-b36.py is the committed 32, byte for byte"
