@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.adderboard import study
+from experiments.adderboard import launch, study
 from experiments.adderboard.score import MAX_LISTED, load, score
 from miiii.tokens import board_pairs
 
@@ -80,8 +80,8 @@ def test_rewriting_some_settings_keeps_the_bundles_others(tmp_path):
 def test_a_phased_setting_trains_its_preset_at_its_seed_and_reads_its_last_phase(tmp_path):
     """The command names --seed only where the setting does; a recipe with a phase unfinished has no record yet."""
     by = {s.name: s for s in study.SEARCH}
-    assert "--seed" not in study.command(by["preset-62-phases"], tmp_path)
-    assert study.command(by["preset-62-phases-s2"], tmp_path)[3:5] == ["--seed", "2"]
+    assert "--seed" not in launch.command(by["preset-62-phases"], tmp_path)
+    assert launch.command(by["preset-62-phases-s2"], tmp_path)[3:5] == ["--seed", "2"]
     assert study.setting_steps(by["preset-62-phases"]) == 50_000
     for k in (1, 2, 3, 10):
         (tmp_path / "preset-62-phases" / f"phase-{k}").mkdir(parents=True)
@@ -151,10 +151,10 @@ def test_a_stopped_study_continues_its_unfinished_run_in_place(tmp_path, monkeyp
         (runs / name).mkdir(parents=True)
     (runs / "32p-b33" / "summary.json").write_text("{}")
     (runs / "41a1-m7-b17" / "restored.json").write_text("{}")
-    assert [study.unfinished(by[n], runs) for n in ("32p-b33", "32p-b34", "41-start-angle1", "41a1-m7-b17")] == [
+    assert [launch.unfinished(by[n], runs) for n in ("32p-b33", "32p-b34", "41-start-angle1", "41a1-m7-b17")] == [
         False, True, True, False]
     only = ["--only", "32p-b34", "41-start-angle1", "41a1-m7-b17"]
     assert study.main(["--runs", str(runs), *only, "--out", str(tmp_path / "out")]) == 2  # no summary to record
     assert calls == [["sweep", "--resume", str(runs / "41-start-angle1"), "--no-progress"],
                      ["train", "--resume", str(runs / "32p-b34"), "--no-progress"]]
-    assert not study.hard_file(by["32p-b34"], runs).exists() and "no setting" in capsys.readouterr().err
+    assert not launch.hard_file(by["32p-b34"], runs).exists() and "no setting" in capsys.readouterr().err

@@ -167,10 +167,10 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
         mod = load_module(tmp_path / f"{name}.py")
         model, _ = mod.build_model()
         assert [mod.add(model, a, b) for a, b in pairs] == [the_41.add(m41, a, b) for a, b in pairs]
-    from experiments.adderboard import study
+    from experiments.adderboard import launch
 
-    study.derive("41a1-m7-b17-35p", runs)  # a setting's derived source, written before the setting trains
-    study.derive("41a1-m7-b17", runs)  # not a derived folder: nothing
+    launch.derive("41a1-m7-b17-35p", runs)  # a setting's derived source, written before the setting trains
+    launch.derive("41a1-m7-b17", runs)  # not a derived folder: nothing
     assert sorted(p.name for p in runs.iterdir()) == ["32", "33", "35", "41a1-m7-b17", "41a1-m7-b17-35p"]
     assert (runs / "41a1-m7-b17-35p" / "gauged.json").is_file()
     capsys.readouterr()

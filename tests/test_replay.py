@@ -114,19 +114,19 @@ def test_every_round_draws_its_hard_pairs_off_the_profile_verifier_and_held_out_
 
 
 def test_a_targeted_round_replays_its_hard_pairs_as_its_share_of_the_set(tmp_path):
-    from experiments.adderboard import study
+    from experiments.adderboard import launch
     from experiments.adderboard.settings import REPLAY_N, targeted
 
     s = targeted("t", "w", "a", ("a@1",))
-    np.save(study.hard_file(s, tmp_path), np.zeros((30_000, 2), np.int64))
-    three = study.command(targeted("t", "w", "a", ("a@1",), share=0.75), tmp_path)
+    np.save(launch.hard_file(s, tmp_path), np.zeros((30_000, 2), np.int64))
+    three = launch.command(targeted("t", "w", "a", ("a@1",), share=0.75), tmp_path)
     assert f"task.replay_copies={round(3 * REPLAY_N / 30_000)}" in three  # 3 replayed rows to every fresh one
-    cmd = study.command(s, tmp_path)
+    cmd = launch.command(s, tmp_path)
     assert cmd[cmd.index("--init-from") + 1] == str(tmp_path / "a")
     assert f"task.replay={tmp_path / 't.hard.npy'}" in cmd and f"task.replay_copies={round(REPLAY_N / 30_000)}" in cmd
     assert f"task.n_train={REPLAY_N}" in cmd
     want = f"{tmp_path / 'a@1'} --pairs 100000 --out {tmp_path / 't.hard.npy'}"
-    assert study.hard_command(s, tmp_path).endswith(want)
+    assert launch.hard_command(s, tmp_path).endswith(want)
 
 
 def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_board, tmp_path):
@@ -186,7 +186,7 @@ def test_a_targeted_run_decodes_without_its_replay_file(untrained_board, tmp_pat
 
 
 def test_chains_unite_their_hard_pairs_and_a_round_needs_some(tmp_path):
-    from experiments.adderboard import study
+    from experiments.adderboard import launch
     from experiments.adderboard.settings import chain, targeted
 
     plain = chain("c", "s", range(1, 4), "w")
@@ -199,7 +199,7 @@ def test_chains_unite_their_hard_pairs_and_a_round_needs_some(tmp_path):
             targeted("t", "w", "a", **{"hard": ("a@1",), **bad})
     s = targeted("t", "w", "a", ("a@1",))
     with pytest.raises(ConfigError, match="missing"):
-        study.command(s, tmp_path)
-    np.save(study.hard_file(s, tmp_path), np.zeros((0, 2), np.int64))
+        launch.command(s, tmp_path)
+    np.save(launch.hard_file(s, tmp_path), np.zeros((0, 2), np.int64))
     with pytest.raises(ConfigError, match="no hard pairs"):
-        study.command(s, tmp_path)
+        launch.command(s, tmp_path)
