@@ -34,7 +34,9 @@ def find_hard(s: Setting, runs: Path) -> None:
 def replay_copies(s: Setting, runs: Path) -> int:
     """How often a targeted round repeats its hard pairs: to about its hard_share of the rows, beside REPLAY_N
     training pairs (its run, once trained, records the count it used in config.json)."""
-    trained = runs / s.name / "config.json"
+    from miiii.rundir import CONFIG
+
+    trained = runs / s.name / CONFIG
     if trained.is_file():
         return json.loads(trained.read_text())["task"]["replay_copies"]
     if not hard_file(s, runs).is_file():

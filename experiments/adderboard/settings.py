@@ -376,7 +376,8 @@ def needs(names, present=frozenset()) -> tuple[str, ...]:
     """`names` and every setting or derived folder they start from (init_from, a derived folder's source) or draw
     hard pairs from, transitively: what training them from their seeds takes, in the search's order (a setting
     after every one it needs; derived folders, which train nothing, last). A name in `present` (its folder is
-    there already: trained, or restored from its submission) is kept but needs nothing more."""
+    there already: trained, restored from its submission, or left unfinished by a stopped study, which resumes it) is
+    kept but needs nothing more: whatever it needs had finished before it started."""
     settings = {s.name: s for s in SEARCH} | {d.name: d for d in DERIVED}
     todo, seen = list(names), set()
     while todo:
