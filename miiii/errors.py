@@ -62,6 +62,15 @@ def module_prog() -> str | None:
     return f"python -m {name}" if name and name != "__main__" else None
 
 
+def lead(doc: str) -> str:
+    """A module docstring's first paragraph on one line: a `--help` description that ends where its sentence ends,
+    not where the docstring's first line happens to wrap."""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+MAX_LISTED = 16  # an option's choices its --help lists (more: the option's help says where they are)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse for the studies (`python -m experiments.NAME`), held to the CLI's standard: its own errors are one
     line, `error: ...`, exit status 2."""
@@ -69,6 +78,16 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("prog", module_prog())
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        """An option of several names from a list reads `--only NAME [NAME ...]`, its names listed once in its help,
+        not twice on one unwrapped line; a list too long to read there names itself in the option's own help."""
+        choices = kwargs.get("choices")
+        if choices is not None and kwargs.get("nargs") in ("+", "*") and "metavar" not in kwargs:
+            kwargs["metavar"] = "NAME"
+            if len(choices) <= MAX_LISTED:
+                kwargs["help"] = f"{kwargs.get('help') or 'these'}; NAME: {', '.join(map(str, choices))}"
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message):
         prog = self.prog if self.prog.startswith("python ") else f"python {self.prog}"

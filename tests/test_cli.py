@@ -180,3 +180,29 @@ def test_make_help_lists_every_target_with_a_description():
     shown_ = subprocess.run(["make", "-s", "-f", str(makefile), "help"], capture_output=True, text=True).stdout
     assert described and all(re.search(rf"^\s+{re.escape(t)}\s", shown_, flags=re.M) for t in described)
     assert "train-addition-10" in described
+
+
+STUDY_CLIS = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "experiments").rglob("*.py")
+                    if "def main(argv=None)" in p.read_text())
+
+
+@pytest.mark.parametrize("name", STUDY_CLIS)
+def test_every_study_help_says_its_whole_first_sentence_and_fits_the_page(name, capsys):
+    """`--help` of each study: its description ends where its sentence ends (not where the docstring's first line
+    wraps), a list of names is one NAME (not every choice twice on one unwrapped line), no line is wider than the
+    code's."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(name)
+    except (ModuleNotFoundError, SystemExit):  # PyTorch's references, without the optional extra
+        pytest.importorskip("torch")
+        raise
+    with pytest.raises(SystemExit) as stop:
+        mod.main(["--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code in (0, None) and out.startswith("usage:"), out
+    described = " ".join(out.split("\n\n")[1].split())
+    assert described.endswith("."), described
+    assert "[{" not in out.split("\n\n")[0], out.split("\n\n")[0]  # `{a,b} [{a,b} ...]`: choices twice
+    assert max(map(len, out.splitlines())) <= 120, max(out.splitlines(), key=len)

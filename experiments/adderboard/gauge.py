@@ -1,4 +1,4 @@
-"""The 41's exact symmetries fixed: 35 parameters that compute the 41's logits, 32 that decode as it (model.pins).
+r"""The 41's exact symmetries fixed: 35 parameters that compute the 41's logits, 32 that decode as it (model.pins).
 
     python -m experiments.adderboard.gauge runs/adder/41a1-m7-b17 --out runs/adder/41a1-m7-b17-35p
     python -m experiments.adderboard.gauge runs/adder/41a1-m7-b17 --out runs/adder/41a1-m7-b17-32p \

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from miiii.errors import ConfigError, OneLineParser, module_prog, one_line_errors
+from miiii.errors import ConfigError, OneLineParser, lead, module_prog, one_line_errors
 from miiii.files import write_atomic, write_json_atomic
 
 
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    ap = OneLineParser(prog=module_prog(), description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog=module_prog(), description=lead(__doc__))
     ap.add_argument("runs", nargs="+", metavar="RUN[@SEED]",
                     help="finished addition or board runs, each with its own seed after @ (else --seed); the hard "
                          "pairs are their wrong pairs, united")

@@ -1,4 +1,4 @@
-"""A study run's folder rebuilt from its committed submission: its config (the setting's) and its final parameters
+r"""A study run's folder rebuilt from its committed submission: its config (the setting's) and its final parameters
 (the export's weights, float32 as trained), so that the settings that start from a run whose folder is gone (runs/
 is not committed; the 41's lineage took hours) can train again.
 

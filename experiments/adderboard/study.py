@@ -31,7 +31,7 @@ from experiments.adderboard.hard import carry_shaped, error_profile, off_by_one
 from experiments.adderboard.launch import command, derive, find_hard, hard_command, resume_command, unfinished
 from experiments.adderboard.settings import DERIVED, SEARCH, Setting, needs
 from experiments.generated import same_or_say
-from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
+from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 
 # the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
@@ -312,7 +312,7 @@ def study(args) -> int:
 
 
 def parser() -> OneLineParser:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--runs", type=Path, default=Path("runs/adder"), help="where the settings train (runs/adder)")
     ap.add_argument("--out", type=Path, default=Path("runs/adderboard"),
                     help="the bundle (default runs/adderboard, scratch; --out results/adderboard rewrites the "
@@ -320,7 +320,8 @@ def parser() -> OneLineParser:
     ap.add_argument("--only", nargs="+", action="extend", default=None,
                     choices=[s.name for s in SEARCH] + [d.name for d in DERIVED],
                     help="these settings only (repeatable: --only A B --only C); the bundle's records of the others "
-                         "are kept as they are")
+                         "are kept as they are. NAME: a setting of experiments/adderboard/settings.py (SEARCH, "
+                         "DERIVED), as results.md names it")
     ap.add_argument("--with-deps", action="store_true",
                     help="with --only: also every setting they start from or draw hard pairs from, transitively (their "
                          "seeds' whole lineage; a folder already under --runs, a restored one among them, is not "

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from experiments.generated import write_or_check
+from miiii.errors import lead
 from miiii.provenance import short_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def doc_lines(data: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench.measures_cost", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench.measures_cost", description=lead(__doc__))
     ap.add_argument("--doc", action="store_true", help="only rewrite docs/benchmark.md's lines from the JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/benchmark.md's lines differ from the JSON")
     ap.add_argument("--repeats", type=int, default=5, help="timed chunks per side (default 5)")

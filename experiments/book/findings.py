@@ -12,14 +12,13 @@ takes minutes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 from miiii.config import ConfigError, apply_overrides
-from miiii.errors import one_line_errors
+from miiii.errors import OneLineParser, lead, one_line_errors
 from miiii.presets import get_preset
 from miiii.provenance import git_commit
 
@@ -171,7 +170,7 @@ def train(name: str, seeds: int, runs: Path, progress: bool = True, smoke: bool 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.book.findings", description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="python -m experiments.book.findings", description=lead(__doc__))
     ap.add_argument("--seeds", type=int, default=3, help="seeds per config, one vmapped sweep each (default 3)")
     ap.add_argument("--runs", type=Path, default=Path("runs/book-findings"), help="where the sweeps go (reused)")
     ap.add_argument("--only", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), help="train these configs")

@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from experiments.book.records import GAP_ALPHA, compare, seed_record, torch_book_runs  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
-from miiii.errors import OneLineParser, one_line_errors, out_folder, shown  # noqa: E402
+from miiii.errors import OneLineParser, lead, one_line_errors, out_folder, shown  # noqa: E402
 from miiii.presets import get_preset  # noqa: E402
 from miiii.provenance import git_commit, provenance_table, to_jsonable  # noqa: E402
 from miiii.run import Run  # noqa: E402
@@ -235,7 +235,7 @@ def fig_same_start(ours: list[dict], theirs: dict[int, dict], out: Path) -> None
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--starts", type=Path, required=True,
                     help="folder of start_sSEED.npz files (python -m experiments.book.torch_loop --export-start)")
     ap.add_argument("--only", type=int, nargs="+", default=None,

@@ -53,7 +53,7 @@ from experiments.book.tables import pct, results_md  # noqa: E402
 from miiii.bookeval import Evaluator  # noqa: E402
 from miiii.compile_cache import setup_compile_cache  # noqa: E402
 from miiii.config import ConfigError  # noqa: E402
-from miiii.errors import OneLineParser, one_line_errors, out_folder  # noqa: E402
+from miiii.errors import OneLineParser, lead, one_line_errors, out_folder  # noqa: E402
 from miiii.provenance import to_jsonable  # noqa: E402
 from miiii.sweep import make_members, parse_grid  # noqa: E402
 
@@ -65,7 +65,7 @@ NEEDS_TORCH = ("PyTorch, the optional extra: pip install -e '.[bench]', or the C
 def main(argv=None) -> int:
     """The study; bad input is one `error:` line and exit status 2 before anything is trained or written (not even
     --out's folder), a write error (disk full) one line and exit status 1."""
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--smoke", action="store_true", help="tiny runs, CPU minutes")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default results/book[-smoke])")
     ap.add_argument("--ablation-epochs", type=int, default=None, help="train the ablations this many epochs")

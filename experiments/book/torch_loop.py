@@ -56,7 +56,7 @@ except ModuleNotFoundError as e:
     sys.exit(2)
 
 from miiii import get_preset  # noqa: E402
-from miiii.errors import OneLineParser  # noqa: E402
+from miiii.errors import OneLineParser, lead  # noqa: E402
 from miiii.rundir import flatten_params  # noqa: E402
 from miiii.tasks import loss_floor, make_task  # noqa: E402
 
@@ -202,7 +202,7 @@ def merged(out: Path, settings: dict, runs: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--task", choices=["addition", "reversal"], default="addition")
     ap.add_argument("--seeds", type=int, default=5, help="N seeds from --first-seed (torch.manual_seed)")
     ap.add_argument("--first-seed", type=int, default=0,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from miiii.config import ConfigError
-from miiii.errors import OneLineParser, one_line_errors, out_folder
+from miiii.errors import OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.provenance import cell, to_jsonable
 from miiii.rules import printed_rule
@@ -163,7 +163,7 @@ def figure(data: dict, out: Path) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(prog="python -m experiments.llc_transition", description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="python -m experiments.llc_transition", description=lead(__doc__))
     ap.add_argument("--runs", type=Path, default=Path("runs/paper-cpu/runs"),
                     help="the paper study's run directories: nanda, nanda-s1, ..., miiii, ..., basis, ... (default "
                          "runs/paper-cpu/runs, make paper-cpu's)")

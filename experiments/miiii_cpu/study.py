@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.generated import same_or_say
-from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
+from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 
 GOAL = dict(threshold=0.99, seeds=4, of=5, minutes=30)
@@ -276,7 +276,7 @@ def collect(runs: Path, only: list[str] | None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--runs", type=Path, default=Path("runs/miiii-cpu-search"), help="where the settings train")
     ap.add_argument("--out", type=Path, default=Path("runs/miiii-cpu"),
                     help="the bundle (default runs/miiii-cpu, a scratch folder; --out results/miiii-cpu rewrites the "

@@ -30,7 +30,7 @@ import numpy as np
 from experiments.generated import same_or_say
 from experiments.paper.measures import task_q
 from miiii.analysis import GROK_THRESHOLD
-from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
+from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.rules import PAPER_STEPS, SMALL
 
@@ -287,7 +287,7 @@ def measure(p: int, sweep_dir: Path) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--runs", type=Path, default=Path("runs/ladder"),
                     help="where the rungs train (runs/ladder/pP; p = 71 is read from the miiii-cpu search's "
                          f"{SHARED[71]}, the same preset over 5 seeds)")

@@ -32,7 +32,7 @@ from experiments.paper.resources import describe, role_plan
 from miiii.claim import check_new
 from miiii.compile_cache import setup_compile_cache
 from miiii.config import ConfigError, RecordConfig, apply_overrides
-from miiii.errors import OneLineParser, one_line_errors, out_folder, raise_interrupt
+from miiii.errors import OneLineParser, lead, one_line_errors, out_folder, raise_interrupt
 from miiii.plots import draw_all
 from miiii.presets import as_original_code, get_preset
 from miiii.provenance import provenance
@@ -236,7 +236,7 @@ def paper_provenance(runs: dict, args) -> dict:
 def main(argv=None) -> int:
     """The study; bad input (a --set, --out, --steps, --seeds) is one `error:` line and exit status 2 before anything
     trains, a write error (disk full) one line and exit status 1."""
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--smoke", action="store_true",
                     help="CPU scale (p = 53, d 96, 3k / 25k steps: the preset miiii-cpu's recipe)")
     ap.add_argument("--out", type=Path, default=None,

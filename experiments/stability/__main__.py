@@ -26,7 +26,7 @@ from miiii.sweep import member_dir
 
 
 def parse(argv):
-    ap = OneLineParser(prog="python -m experiments.stability", description=" ".join(__doc__.split("\n\n")[0].split()),
+    ap = OneLineParser(prog="python -m experiments.stability", description=__doc__.split("\n\n", 1)[0],
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
                     help="tasks to train (default: both); a task left out keeps its committed summary")

@@ -16,6 +16,7 @@ import numpy as np
 
 from experiments.stability import rules as R
 from experiments.stability.study import SETTINGS, TASKS
+from miiii.errors import lead
 from miiii.files import write_text_atomic
 from miiii.provenance import cell, provenance_table
 from miiii.rules import printed_rule as rule_text
@@ -216,7 +217,7 @@ def write(out: Path, figures: bool = True) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.stability.bundle", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.stability.bundle", description=lead(__doc__))
     ap.add_argument("out", type=Path, nargs="?", default=Path("results/stability"),
                     help="the bundle (default results/stability)")
     ap.add_argument("--check", action="store_true", help="exit 1 when results.md differs from its summaries")

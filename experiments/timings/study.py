@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from experiments.generated import same_or_say
-from miiii.errors import ConfigError, OneLineParser, one_line_errors, out_folder
+from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.presets import TIMINGS, fmt_seconds
 from miiii.provenance import git_commit
@@ -98,7 +98,7 @@ def write_bundle(out: Path, check: bool = False) -> int:
 
 
 def main(argv=None) -> int:
-    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--runs", type=Path, default=Path("runs/timings"), help="where the presets train (replaced)")
     ap.add_argument("--out", type=Path, default=Path("runs/timings-bundle"),
                     help="the record (default runs/timings-bundle, scratch; --out results/timings rewrites the "
