@@ -10,8 +10,8 @@ from miiii.config import SWEEPABLE, shown
 from miiii.presets import DEFAULT_PRESET
 from miiii.transformerlens import LOAD, LOAD_TL4
 
-DESCRIPTION = ("Command line: `python -m miiii {train,sweep,presets,figures,compare,film,page,book,export-adder,"
-               "export-tl,doctor}`.\nBad input exits with status 2 and one message.")
+DESCRIPTION = ("Command line: `python -m miiii COMMAND ...`, one of the commands below (`python -m miiii COMMAND "
+               "--help` explains its options). Bad input exits with status 2 and one message.")
 CACHE_NOTE = ("Compiled programs are cached in ~/.cache/miiii/jax ($XDG_CACHE_HOME/miiii/jax) and loaded by later "
               "runs: MIIII_COMPILE_CACHE=DIR puts the cache elsewhere, MIIII_COMPILE_CACHE=off switches it off.")
 
@@ -34,13 +34,24 @@ def add_ops_options(ap: argparse.ArgumentParser, what: str) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's own errors: one line, exit 2
-        self.exit(2, f"error: {shown(message, 300)}\n(see `python -m miiii {self.prog.split()[-1]} --help`)\n")
+    commands: dict[str, argparse.ArgumentParser] = {}  # the top parser's subcommands (build_parser)
+
+    def error(self, message):  # argparse's own errors: one message, exit 2, and the --help that explains it
+        self.exit(2, f"error: {shown(message, 300)}\n(see `python -m {self.prog} --help`)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """An option the command does not have is the command's error (`python -m miiii train --help`), not the top
+        parser's, which argparse would report it as."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.commands.get(getattr(ns, "command", None), self).error(f"unrecognized arguments: {' '.join(extra)}")
+        return ns
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="miiii", description=DESCRIPTION)
-    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    ap.commands = sub.choices
 
     tr = sub.add_parser("train", help="train a preset and write a run directory",
                         description="Train a preset (optionally changed with --set) and write a run directory: "

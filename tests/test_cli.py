@@ -147,6 +147,18 @@ def test_bad_input_in_a_real_process(tmp_path, args, msg):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args,hint", [
+    (["frobnicate"], "python -m miiii --help"),
+    ([], "python -m miiii --help"),
+    (["train", "--frobnicate"], "python -m miiii train --help"),  # argparse reports it as the top parser's
+    (["sweep", "--seeds", "many"], "python -m miiii sweep --help"),
+])
+def test_an_argparse_error_points_to_the_help_that_explains_it(tmp_path, args, hint, capsys, monkeypatch):
+    code, err = cli_in_process(args, tmp_path, capsys, monkeypatch)
+    assert code == 2 and err.strip().splitlines()[-1] == f"(see `{hint}`)", err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_existing_run_dir_is_never_overwritten(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
