@@ -10,12 +10,13 @@ import inspect
 import numpy as np
 
 from miiii import analysis as A
+from miiii.errors import lead
 
 
 def printed_rule(fn) -> str:
     """A rule function's docstring, its first paragraph on one line: the rule a results.md prints (this module's
     rules, claims.rule_text; experiments/stability/rules.py's)."""
-    return " ".join(inspect.getdoc(fn).split("\n\n")[0].split())
+    return lead(inspect.getdoc(fn))
 
 
 MIN_LEARNED = 2  # seeds whose model learned its task, fewer than which a claim about the trained model cannot hold
