@@ -14,7 +14,10 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
         disputes llc-transition
 
 help:  ## list the targets
-	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' -v width=$${COLUMNS:-100} '{ \
+	  n = split($$2, w, " "); line = sprintf("  %-20s", $$1); len = 22; \
+	  for (i = 1; i <= n; i++) { if (len + 1 + length(w[i]) > width && len > 22) { print line; line = sprintf("%22s", ""); len = 22 } \
+	    line = line " " w[i]; len += 1 + length(w[i]) } print line }'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

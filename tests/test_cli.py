@@ -192,6 +192,7 @@ def test_make_help_lists_every_target_with_a_description():
     shown_ = subprocess.run(["make", "-s", "-f", str(makefile), "help"], capture_output=True, text=True).stdout
     assert described and all(re.search(rf"^\s+{re.escape(t)}\s", shown_, flags=re.M) for t in described)
     assert "train-addition-10" in described
+    assert max(map(len, shown_.splitlines())) <= 100  # a description wraps under itself, not across the terminal
 
 
 STUDY_CLIS = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "experiments").rglob("*.py")
