@@ -63,8 +63,8 @@ def module_prog() -> str | None:
 
 
 def lead(doc: str) -> str:
-    """A module docstring's first paragraph on one line: a `--help` description that ends where its sentence ends,
-    not where the docstring's first line happens to wrap."""
+    """A docstring's first paragraph on one line: a `--help` description that ends where its sentence ends, not where
+    the docstring's first line happens to wrap (and the rule a results.md prints, rules.printed_rule)."""
     return " ".join(doc.split("\n\n")[0].split())
 
 
