@@ -9,7 +9,6 @@ many verdicts hold, do not hold, are not testable) that links to it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 from experiments.generated import write_or_check
 from experiments.paper.report import load_summaries
 from miiii.analysis import GROK_THRESHOLD
-from miiii.errors import lead
+from miiii.errors import OneLineParser, lead
 from miiii.presets import ADDITION_ODDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,7 +268,7 @@ def paper_gpu_sentence(root: Path = ROOT) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=lead(__doc__))
+    ap = OneLineParser(description=lead(__doc__))
     ap.add_argument("--check", action="store_true", help="exit 1 when README.md's summary or results/README.md's "
                     "table differs from the bundles")
     args = ap.parse_args(argv)

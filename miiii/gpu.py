@@ -10,7 +10,6 @@ module level: the installer runs pip and must not hold the jax it replaces.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-from miiii.errors import ConfigError, shown
+from miiii.errors import ConfigError, OneLineParser, shown
 
 QUERY = ("--query-gpu=name,driver_version", "--format=csv,noheader")
 # JAX 0.10's installation guide: jax[cuda13] needs an NVIDIA driver >= 580, jax[cuda12] >= 525.
@@ -160,7 +159,7 @@ def check_backend(device: str | None = None) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m miiii.gpu", description=(
+    ap = OneLineParser(prog="python -m miiii.gpu", description=(
         "Install the CUDA build of the installed jax that this machine's NVIDIA driver supports (driver >= 580: "
         "CUDA 13, >= 525: CUDA 12; older or none: an error), removing the other build's plugins first; then check "
         "that JAX's backend is the GPU (exit 2 if not)."))

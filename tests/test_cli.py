@@ -219,3 +219,18 @@ def test_every_study_help_says_its_whole_first_sentence_and_fits_the_page(name, 
     assert described.endswith("."), described
     assert "[{" not in out.split("\n\n")[0], out.split("\n\n")[0]  # `{a,b} [{a,b} ...]`: choices twice
     assert max(map(len, out.splitlines())) <= 120, max(out.splitlines(), key=len)
+
+
+@pytest.mark.parametrize("name", STUDY_CLIS)
+def test_every_study_refuses_an_unknown_option_in_one_line(name, capsys):
+    import importlib
+
+    try:
+        mod = importlib.import_module(name)
+    except (ModuleNotFoundError, SystemExit):  # PyTorch's references, without the optional extra
+        pytest.importorskip("torch")
+        raise
+    with pytest.raises(SystemExit) as stop:
+        mod.main(["--frobnicate"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err  # or a missing argument

@@ -12,14 +12,13 @@ anadim/AdderBoard (experiments/adderboard/README.md).
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 
-from miiii.errors import lead, module_prog
+from miiii.errors import OneLineParser, lead, module_prog
 from miiii.tokens import board_pairs
 
 
@@ -73,7 +72,7 @@ def score(mod, n_pairs: int, seed: int = 2025) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog=module_prog(), description=lead(__doc__))
+    ap = OneLineParser(prog=module_prog(), description=lead(__doc__))
     ap.add_argument("module", type=Path, help="a file written by `python -m miiii export-adder`")
     ap.add_argument("--pairs", type=int, default=10_000, help="random pairs after the edge cases (verify.py: 10,000)")
     ap.add_argument("--seed", type=int, default=2025, help="verify.py's --seed (the board scores with 2025)")

@@ -9,13 +9,12 @@ fails when they differ.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from experiments.generated import write_or_check
-from miiii.errors import lead
+from miiii.errors import OneLineParser, lead
 from miiii.provenance import short_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +108,7 @@ def load(folder: Path = RECORDS) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench.doc", description=lead(__doc__))
+    ap = OneLineParser(prog="python -m experiments.bench.doc", description=lead(__doc__))
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/benchmark.md differs from the records")
     args = ap.parse_args(argv)
     return write_or_check(DOC, START, END, block(load()), "results/bench/bench-*.json",

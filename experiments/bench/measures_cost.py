@@ -10,13 +10,12 @@ docs/benchmark.md shows are generated from it, and a test fails when they drift.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from experiments.generated import write_or_check
-from miiii.errors import lead
+from miiii.errors import OneLineParser, lead
 from miiii.provenance import short_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +55,7 @@ def doc_lines(data: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench.measures_cost", description=lead(__doc__))
+    ap = OneLineParser(prog="python -m experiments.bench.measures_cost", description=lead(__doc__))
     ap.add_argument("--doc", action="store_true", help="only rewrite docs/benchmark.md's lines from the JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/benchmark.md's lines differ from the JSON")
     ap.add_argument("--repeats", type=int, default=5, help="timed chunks per side (default 5)")

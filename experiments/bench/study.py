@@ -50,7 +50,7 @@ from experiments.bench.timing import (
     vmap_seeds,
 )
 from miiii.compile_cache import ENV, setup_compile_cache
-from miiii.errors import module_prog
+from miiii.errors import OneLineParser, module_prog
 
 
 def bench_configs(quick: bool) -> list[tuple]:
@@ -70,8 +70,8 @@ def bench_configs(quick: bool) -> list[tuple]:
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog=module_prog(), description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(prog=module_prog(), description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", type=Path, default=None, metavar="DIR",
                     help="also time DIR/torch_paper.py and DIR/torch_adder.py (same command lines) as a cross-check")
     ap.add_argument("--no-compile", dest="compile", action="store_false",

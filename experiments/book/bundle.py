@@ -10,7 +10,6 @@ Each keeps the provenance its committed file states (which commit trained it, wh
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from experiments.book import findings_md
 from experiments.book.figures import fig_gap, fig_seed_curves, fig_unstated
 from experiments.book.records import gap_samples
 from experiments.book.tables import gap_md, seeds_md, unstated_md
-from miiii.errors import lead
+from miiii.errors import OneLineParser, lead
 from miiii.files import write_text_atomic
 from miiii.provenance import read_provenance_table
 
@@ -61,7 +60,7 @@ def regenerate(out: Path, figures: bool = False) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.book.bundle", description=lead(__doc__))
+    ap = OneLineParser(prog="python -m experiments.book.bundle", description=lead(__doc__))
     ap.add_argument("out", type=Path, nargs="?", default=Path("results/book"), help="the bundle (default results/book)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a committed table differs from its records")
     ap.add_argument("--figures", action="store_true", help="also redraw the figures drawn from the same records")

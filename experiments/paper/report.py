@@ -19,6 +19,7 @@ import numpy as np
 
 from experiments.paper.claims import claims, fmt, rule_spike
 from experiments.paper.measures import FRACTIONS
+from miiii.errors import OneLineParser
 from miiii.files import write_text_atomic
 from miiii.provenance import cell, provenance_table, to_jsonable
 
@@ -225,11 +226,8 @@ def write_results(runs: dict, bundle: str | Path, title: str = "miiii: the paper
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m experiments.paper.report",
-                                 description="Regenerate a paper bundle's results.md from its summaries/ (no runs, "
-                                             "no training).")
+    ap = OneLineParser(prog="python -m experiments.paper.report",
+                       description="Regenerate a paper bundle's results.md from its summaries/ (no runs, no training).")
     ap.add_argument("bundles", nargs="+", type=Path, help="bundle folders, e.g. results/paper-cpu")
     ap.add_argument("--check", action="store_true", help="exit 1 when a committed results.md differs")
     args = ap.parse_args(argv)

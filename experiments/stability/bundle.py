@@ -7,7 +7,6 @@ verdicts, the per-setting table, provenance) and collapse.png, so what a reader 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import numpy as np
 
 from experiments.stability import rules as R
 from experiments.stability.study import SETTINGS, TASKS
-from miiii.errors import lead
+from miiii.errors import OneLineParser, lead
 from miiii.files import write_text_atomic
 from miiii.provenance import cell, provenance_table
 from miiii.rules import printed_rule as rule_text
@@ -217,7 +216,7 @@ def write(out: Path, figures: bool = True) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.stability.bundle", description=lead(__doc__))
+    ap = OneLineParser(prog="python -m experiments.stability.bundle", description=lead(__doc__))
     ap.add_argument("out", type=Path, nargs="?", default=Path("results/stability"),
                     help="the bundle (default results/stability)")
     ap.add_argument("--check", action="store_true", help="exit 1 when results.md differs from its summaries")
