@@ -13,8 +13,9 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
         book book-smoke book-findings train-addition-10 export-adder adderboard adder-32 test-tl test-notebook stability ladder timings \
         disputes llc-transition
 
-help:  ## list the targets
-	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' -v width=$${COLUMNS:-100} '{ \
+HELP_WIDTH ?= 100
+help:  ## list the targets, each description wrapped at HELP_WIDTH=100 columns
+	@grep -E '^[a-zA-Z0-9_-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' -v width=$(HELP_WIDTH) '{ \
 	  n = split($$2, w, " "); line = sprintf("  %-20s", $$1); len = 22; \
 	  for (i = 1; i <= n; i++) { if (len + 1 + length(w[i]) > width && len > 22) { print line; line = sprintf("%22s", ""); len = 22 } \
 	    line = line " " w[i]; len += 1 + length(w[i]) } print line }'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 
@@ -40,11 +41,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {shown(message, 300)}\n(see `python -m {self.prog} --help`)\n")
 
     def parse_args(self, args=None, namespace=None):
-        """An option the command does not have is the command's error (`python -m miiii train --help`), not the top
-        parser's, which argparse would report it as."""
+        """An option after the command that the command does not have is the command's error (`python -m miiii train
+        --help`), not the top parser's, which argparse would report it as."""
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
-            self.commands.get(getattr(ns, "command", None), self).error(f"unrecognized arguments: {' '.join(extra)}")
+            argv = sys.argv[1:] if args is None else list(args)
+            command = getattr(ns, "command", None)
+            after = command in argv and not set(extra) & set(argv[:argv.index(command)])
+            (self.commands[command] if after else self).error(f"unrecognized arguments: {' '.join(extra)}")
         return ns
 
 
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog=CACHE_NOTE)
     sw.add_argument("--preset", default=None, help=f"preset every member starts from (default {DEFAULT_PRESET})")
     sw.add_argument("--seeds", type=int, default=None, help="seeds per grid point (train.seed, +1, +2, ...; default 8)")
-    sw.add_argument("--grid", nargs="*", action="extend", default=[], metavar="KEY=V1,V2",
+    sw.add_argument("--grid", nargs="+", action="extend", default=[], metavar="KEY=V1,V2",
                     help="scalar hyper-parameters to cross: "
                     f"{', '.join(k.partition('.')[2] for k in SWEEPABLE)} (wd = weight_decay), and the split, "
                     "split_seed; "

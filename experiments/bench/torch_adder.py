@@ -31,6 +31,7 @@ except ModuleNotFoundError as err:  # an optional extra: one line, exit 2
     missing(err)
 
 from experiments.book.torch_model import AdditionTransformer
+from miiii.errors import OneLineParser
 
 VOCAB = 14  # the book's vocabulary: digits, +, =, <EOS>, <PAD>
 PLUS, EQUALS, EOS = 10, 11, 12  # 13 is <PAD>, never needed at a fixed width
@@ -51,7 +52,7 @@ def addition_data(n: int, n_digits: int, generator: torch.Generator) -> tuple[to
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("steps", nargs="?", type=int, default=300, help="timed steps (default 300)")
     ap.add_argument("--steps", dest="steps_opt", type=int, default=None, help="the same, as an option")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")

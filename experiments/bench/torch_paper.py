@@ -33,6 +33,8 @@ except ModuleNotFoundError as err:  # an optional extra: one line, exit 2
 
     missing(err)
 
+from miiii.errors import OneLineParser
+
 
 def primes_below(p: int) -> list[int]:
     return [q for q in range(2, p) if all(q % r for r in range(2, math.isqrt(q) + 1))]
@@ -77,7 +79,7 @@ class PaperModel(torch.nn.Module):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=["nanda", "miiii"], default="nanda")
     ap.add_argument("--p", type=int, default=113, help="the prime base (default 113)")
     ap.add_argument("--d", type=int, default=None, help="d_model (default: 128 for nanda, 256 for miiii)")
