@@ -203,20 +203,24 @@ STUDY_CLIS = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in
                     if "def main(argv=None)" in p.read_text())
 
 
+def study_main(name: str):
+    """The study's `main`; skipped where it needs PyTorch, the optional extra, and it is not installed."""
+    import importlib
+
+    try:
+        return importlib.import_module(name).main
+    except (ModuleNotFoundError, SystemExit):  # the bench's PyTorch references
+        pytest.importorskip("torch")
+        raise
+
+
 @pytest.mark.parametrize("name", STUDY_CLIS)
 def test_every_study_help_says_its_whole_first_sentence_and_fits_the_page(name, capsys):
     """`--help` of each study: its description ends where its sentence ends (not where the docstring's first line
     wraps), a list of names is one NAME (not every choice twice on one unwrapped line), no line is wider than the
     code's."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(name)
-    except (ModuleNotFoundError, SystemExit):  # PyTorch's references, without the optional extra
-        pytest.importorskip("torch")
-        raise
     with pytest.raises(SystemExit) as stop:
-        mod.main(["--help"])
+        study_main(name)(["--help"])
     out = capsys.readouterr().out
     assert stop.value.code in (0, None) and out.startswith("usage:"), out
     described = " ".join(out.split("\n\n")[1].split())
@@ -227,14 +231,7 @@ def test_every_study_help_says_its_whole_first_sentence_and_fits_the_page(name, 
 
 @pytest.mark.parametrize("name", STUDY_CLIS)
 def test_every_study_refuses_an_unknown_option_in_one_line(name, capsys):
-    import importlib
-
-    try:
-        mod = importlib.import_module(name)
-    except (ModuleNotFoundError, SystemExit):  # PyTorch's references, without the optional extra
-        pytest.importorskip("torch")
-        raise
     with pytest.raises(SystemExit) as stop:
-        mod.main(["--frobnicate"])
+        study_main(name)(["--frobnicate"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err  # or a missing argument
