@@ -68,7 +68,7 @@ def lead(doc: str) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-MAX_LISTED = 16  # an option's choices its --help lists (more: the option's help says where they are)
+MAX_CHOICES_SHOWN = 16  # an option's choices its --help lists (more: the option's help says where they are)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -85,7 +85,7 @@ class OneLineParser(argparse.ArgumentParser):
         choices = kwargs.get("choices")
         if choices is not None and kwargs.get("nargs") in ("+", "*") and "metavar" not in kwargs:
             kwargs["metavar"] = "NAME"
-            if len(choices) <= MAX_LISTED:
+            if len(choices) <= MAX_CHOICES_SHOWN:
                 kwargs["help"] = f"{kwargs.get('help') or 'these'}; NAME: {', '.join(map(str, choices))}"
         return super().add_argument(*args, **kwargs)
 
