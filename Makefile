@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder adderboard adder-32 test-tl test-notebook stability ladder timings \
+        book book-smoke book-findings train-addition-10 export-adder adderboard adder-41 adder-32 test-tl test-notebook stability ladder timings \
         disputes llc-transition
 
 HELP_WIDTH ?= 100
@@ -94,6 +94,12 @@ adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the c
 	test -e $(R32)/41a1-m7-b17 || $(BIN)/python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py --runs $(R32)
 	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R32) --only 32p-b36 --with-deps --out $(R32)-bundle $(ARGS)
 	cmp $(R32)-bundle/submissions/adder-32p-32p-b36.py results/adderboard/submissions/adder-32p-32p-b36.py && echo "$(R32)-bundle/submissions/adder-32p-32p-b36.py is the committed 32, byte for byte"
+
+# the 41's lineage: its screen's seeds (41-start-angle1), the long stages and 17 targeted rounds, 26 settings
+R41 = $(or $(RUN),runs/adder-41)
+adder-41: $(STAMP)  ## the committed 41-parameter adder trained again from its screen's seed (study --only 41a1-m7-b17 --with-deps: 26 settings in RUN=runs/adder-41, one XLA thread as trained; hours, each setting's time: results/adderboard/results.md), its export's weights compared with the committed file's (sameweights.py; the text differs where the exporter has changed); stopped, the same command goes on where it stopped
+	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R41) --only 41a1-m7-b17 --with-deps --out $(R41)-bundle $(ARGS)
+	$(BIN)/python -m experiments.adderboard.sameweights $(R41)-bundle/submissions/adder-41p-41a1-m7-b17.py results/adderboard/submissions/adder-41p-41a1-m7-b17.py
 
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)
 	$(BIN)/python -m experiments.book $(ARGS)

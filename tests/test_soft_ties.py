@@ -190,3 +190,36 @@ def test_tied_now_is_what_the_tied_model_computes():
     assert dropped == ["blocks_0/mlp/W_gate", "blocks_0/mlp/W_out"]
     np.testing.assert_array_equal(np.asarray(free.apply({"params": tied_now(p, rules)}, x)[0]),
                                   np.asarray(tied.apply({"params": tight}, x)[0]))
+
+
+def test_sameweights_tells_a_file_exported_again_from_one_whose_weights_moved(tmp_path, capsys):
+    """The check `make adder-41` ends with: the restored 41 exported by today's exporter holds the committed file's
+    weights byte for byte; one entry moved by one ulp, or another run's file, is told apart, naming what differs."""
+    import base64
+    import io
+
+    from experiments.adderboard.restore import main as restore
+    from experiments.adderboard.restore import read_submission
+    from experiments.adderboard.sameweights import main as same
+    from miiii.export import export_adder
+
+    assert restore([str(SUBMISSION), "--runs", str(tmp_path / "runs")]) == 0
+    again = tmp_path / "again.py"
+    export_adder(tmp_path / "runs" / "41a1-m7-b17", again, name=SUBMISSION.stem)
+    assert same([str(again), str(SUBMISSION)]) == 0
+    assert "the same run and weights, byte for byte" in capsys.readouterr().out
+    run, weights = read_submission(SUBMISSION)
+    k = "blocks_0/attn/W_Q"
+    weights[k] = weights[k].copy()
+    weights[k].flat[3] = np.nextafter(weights[k].flat[3], np.float32(np.inf))
+    buf = io.BytesIO()
+    np.savez(buf, **weights)
+    moved = tmp_path / "moved.py"
+    moved.write_text(f"RUN = {run!r}\n_WEIGHTS = {base64.b64encode(buf.getvalue()).decode()!r}\n")
+    assert same([str(moved), str(SUBMISSION)]) == 1
+    said = capsys.readouterr().out
+    assert f"{k}: 1 of {weights[k].size} entries differ" in said and said.count("entries differ") == 1
+    assert same([str(SUBMISSION), str(SUBMISSION.with_name("adder-32p-32p-b36.py"))]) == 1
+    assert "RUN: 41a1-m7-b17 against 32p-b36" in capsys.readouterr().out
+    assert same([str(SUBMISSION), str(tmp_path / "gone.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
