@@ -47,20 +47,23 @@ def _shared_runs(tmp_path_factory):
     os.environ[SHARED] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
 
 
+UNOPTIMIZED = jax.config.values["jax_disable_most_optimizations"]  # the session's setting (the line above: on)
+
+
 @pytest.fixture(autouse=True)
 def _optimized(request):
     """`@pytest.mark.optimized`: this test compiles with XLA's optimisations, as the project's users do: the preset
     fingerprints (bits written by an optimised build) and the grokking runs (thousands of steps, where running
-    costs more than compiling)."""
-    if request.node.get_closest_marker("optimized") is None:
-        yield
-        return
-    before = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", False)
-    jax.clear_caches()  # nothing compiled the other way is reused
+    costs more than compiling).
+
+    The setting is switched, and the in-memory compile caches cleared (they are not keyed on it), only where a test
+    wants the other one than its worker's last test left: consecutive tests of one kind (the 14 fingerprints, a
+    module's grokking runs) share what they compiled."""
+    wanted = False if request.node.get_closest_marker("optimized") is not None else UNOPTIMIZED
+    if jax.config.values["jax_disable_most_optimizations"] != wanted:
+        jax.config.update("jax_disable_most_optimizations", wanted)
+        jax.clear_caches()  # nothing compiled the other way is reused
     yield
-    jax.config.update("jax_disable_most_optimizations", before)
-    jax.clear_caches()
 
 
 @pytest.fixture(autouse=True)
