@@ -358,6 +358,10 @@ SEARCH = (
             steps=30_000, seeds=8),
     Setting("41r-start-mixed", "41r-start-seeds (the board's 41 tie) on mixed lengths, as 41a1-start-mixed",
             (*MODEL_41R, "optim.lr=1e-2", *DATA, "task.mixed_lengths=true"), steps=30_000, seeds=8),
+    Setting("41-start-angle1-b16", "41-start-angle1 at batch 16 for 240k steps: the same 3.84M training rows per "
+            "seed in 8 times the updates (a step's time on a CPU grows with its batch, so about the same wall): do "
+            "smaller batches take the 41's start further on the same samples?",
+            (*START_41, "model.tie_angle=1.0", "train.batch_size=16"), steps=240_000, seeds=8),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
             "the 58's second phase (weight decay 0.01 and batch 128 again)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
