@@ -47,7 +47,7 @@ def _shared_runs(tmp_path_factory):
     os.environ[SHARED] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
 
 
-UNOPTIMIZED = jax.config.values["jax_disable_most_optimizations"]  # the session's setting (the line above: on)
+UNOPTIMIZED = jax.config.values["jax_disable_most_optimizations"]  # the session's (the setdefault at the top: on)
 
 
 @pytest.fixture(autouse=True)
