@@ -89,16 +89,20 @@ adderboard: $(STAMP)  ## the AdderBoard search (experiments/adderboard/): sweeps
 
 # the 32's last round, 32p-b36, is the last of experiments/adderboard/settings.py's ROUNDS_32 (its 1e-3 chain) and
 # the committed file's name: a chain given more rounds names its new last round here too
+# a run below the export bar (0.99 held out) has no submission file: say so, not "no such file", before comparing
+exported = @test -e $(1)/submissions/$(2) || { echo "$(2) was not written: its run ended below 0.99 exact match on the held-out pairs, so it was not exported (its row in $(1)/results.md)" >&2; exit 1; }
 R32 = $(or $(RUN),runs/adder-32)
 adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the committed 41's submission (restore.py, then study --only 32p-b36 --with-deps: 23 runs in RUN=runs/adder-32, one XLA thread as trained; each run's time: results/adderboard/results.md), its export compared with the committed one; stopped, the same command goes on where it stopped
 	test -e $(R32)/41a1-m7-b17 || $(BIN)/python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py --runs $(R32)
 	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R32) --only 32p-b36 --with-deps --out $(R32)-bundle $(ARGS)
+	$(call exported,$(R32)-bundle,adder-32p-32p-b36.py)
 	cmp $(R32)-bundle/submissions/adder-32p-32p-b36.py results/adderboard/submissions/adder-32p-32p-b36.py && echo "$(R32)-bundle/submissions/adder-32p-32p-b36.py is the committed 32, byte for byte"
 
 # the 41's lineage: its screen's seeds (41-start-angle1), the long stages and 17 targeted rounds, 26 settings
 R41 = $(or $(RUN),runs/adder-41)
 adder-41: $(STAMP)  ## the committed 41-parameter adder trained again from its screen's seed (study --only 41a1-m7-b17 --with-deps: 26 settings in RUN=runs/adder-41, one XLA thread as trained; hours, each setting's time: results/adderboard/results.md), its export's weights compared with the committed file's (sameweights.py; the text differs where the exporter has changed); stopped, the same command goes on where it stopped
 	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R41) --only 41a1-m7-b17 --with-deps --out $(R41)-bundle $(ARGS)
+	$(call exported,$(R41)-bundle,adder-41p-41a1-m7-b17.py)
 	$(BIN)/python -m experiments.adderboard.sameweights $(R41)-bundle/submissions/adder-41p-41a1-m7-b17.py results/adderboard/submissions/adder-41p-41a1-m7-b17.py
 
 book: $(STAMP)  ## the book replicated: 5 runs, figures, results/book/book_results.md (hours on 2 CPU cores)

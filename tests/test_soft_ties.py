@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _runhelp import SLOW, load_module
+from _runhelp import ROOT, SLOW, load_module
 
 from miiii.cli import main
 from miiii.config import ConfigError, apply_overrides
@@ -223,3 +223,24 @@ def test_sameweights_tells_a_file_exported_again_from_one_whose_weights_moved(tm
     assert "RUN: 41a1-m7-b17 against 32p-b36" in capsys.readouterr().out
     assert same([str(SUBMISSION), str(tmp_path / "gone.py")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_make_adder_targets_say_a_run_below_the_bar_was_not_exported(tmp_path):
+    """`make adder-41` / `adder-32` compare their export with the committed file; a retrained run that ended below
+    the export bar wrote none, and the comparison must say so (exit 1), not fail on "no such file"."""
+    import os
+    import subprocess
+
+    guard = f"check: ; $(call exported,{tmp_path},adder-41p-41a1-m7-b17.py)"
+
+    def run():
+        return subprocess.run(["make", "-s", "--no-print-directory", "--eval", guard, "check"], cwd=ROOT,
+                              capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+
+    res = run()
+    assert res.returncode != 0 and res.stderr.splitlines()[0] == (
+        "adder-41p-41a1-m7-b17.py was not written: its run ended below 0.99 exact match on the held-out pairs, so it "
+        f"was not exported (its row in {tmp_path}/results.md)")
+    (tmp_path / "submissions").mkdir()
+    (tmp_path / "submissions" / "adder-41p-41a1-m7-b17.py").write_text("")
+    assert (res := run()).returncode == 0 and res.stderr == "", res.stderr
