@@ -133,6 +133,28 @@ def long_stage(name: str, why: str, init_from: str, lr: str = "1e-3") -> Setting
                     "optim.final_lr_frac=0", "train.batch_size=256"), steps=100_000, init_from=init_from, seed=7)
 
 
+def curriculum(k: int) -> tuple[Setting, ...]:
+    """41a1-cur3's member k through the curriculum's later phases, 10k steps each at lr 1e-2 as its first: on 6-digit
+    operands, then on 10 (41-start-angle1's member k, the same start, trained 30k steps on 10 digits alone)."""
+    model = (*START_41, "model.tie_angle=1.0")
+    return (Setting(f"41a1-cur6-m{k}", f"41a1-cur3's member {k} on 6-digit operands (task.train_digits=6), 10k steps",
+                    (*model, "task.train_digits=6"), steps=10_000, init_from=f"41a1-cur3/member_{k:03d}", seed=k),
+            Setting(f"41a1-cur10-m{k}", f"41a1-cur6-m{k} on 10-digit operands, 10k steps: 30k in all, as "
+                    f"41-start-angle1's member {k} from the same start", model, steps=10_000,
+                    init_from=f"41a1-cur6-m{k}", seed=k))
+
+
+def small_batch_stage(k: int) -> Setting:
+    """41-start-angle1-b16-cos's member k, alone, on through a stage at batch 16: 800k cosine steps from lr 1e-3 to 0
+    without weight decay (41a1-m7's long stages at batch 256 took 100k each; alone, a step at batch 16 is ~16x
+    cheaper than one at 256)."""
+    return Setting(f"41a1-b16c-m{k}-long", f"41-start-angle1-b16-cos's member {k} alone: 800k cosine steps from lr "
+                   "1e-3 to 0 without weight decay, batch 16",
+                   (*MODEL_41A1, *DATA, "train.batch_size=16", "train.eval_every=20000", "optim.lr=1e-3",
+                    "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0"), steps=800_000,
+                   init_from=f"41-start-angle1-b16-cos/member_{k:03d}", seed=k)
+
+
 def round_sets(model: tuple[str, ...], lr: str) -> tuple[str, ...]:
     """A round's settings: `model` on REPLAY_N pairs of the training draw, cosine from `lr` to 0 without weight decay,
     batch 256."""
@@ -362,6 +384,16 @@ SEARCH = (
             "seed in 8 times the updates (a step's time on a CPU grows with its batch, so about the same wall): do "
             "smaller batches take the 41's start further on the same samples?",
             (*START_41, "model.tie_angle=1.0", "train.batch_size=16"), steps=240_000, seeds=8),
+    Setting("41-start-angle1-b16-cos", "41-start-angle1-b16 with its lr decayed, cosine from 1e-2 to 0 over the "
+            "240k steps: were its flat, noisy late losses the constant lr's noise at batch 16?",
+            (*START_41, "model.tie_angle=1.0", "train.batch_size=16", "optim.schedule=cosine",
+             "optim.final_lr_frac=0"), steps=240_000, seeds=8),
+    Setting("41a1-cur3", "41-start-angle1 on 3-digit operands (task.train_digits=3, zero-padded; 500k of the 1M "
+            "pairs): the first phase of the board's entries' 3 -> 6 -> 10-digit curriculum, 8 seeds, 10k steps at lr "
+            "1e-2", (*START_41, "model.tie_angle=1.0", "task.train_digits=3", "task.n_train=500000"), steps=10_000,
+            seeds=8),
+    *(c for k in range(8) for c in curriculum(k)),
+    *(small_batch_stage(k) for k in (4, 1, 5)),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
             "the 58's second phase (weight decay 0.01 and batch 128 again)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
