@@ -114,6 +114,25 @@ def test_the_52_parameter_phases_are_the_62s_with_its_norms_shared():
     assert [apply_overrides(a, [GROUPS, "train.seed=4"]) for a in p62] == p52
 
 
+def test_the_41_parameter_phases_are_the_studys_small_batch_screen_and_stage():
+    """adder-41-phases: the sub-50 entries' 41 (V = Q, K = Q turned, O = Q^T, norms shared: 62 - 12 (K) + 1 (the
+    angle) - 10 (the norms' sharing) = 41) at batch 16, each phase the study's setting it was found as, at seed 4
+    (41-start-angle1-b16-cos's member 4, then 41a1-b16c-m4-long); both cosines end at 0."""
+    from experiments.adderboard.settings import SEARCH
+    from miiii.optim import make_schedule
+    from miiii.presets import phase_configs
+
+    phases = phase_configs("adder-41-phases")
+    assert [_count(validate(c)) for c in phases] == [62 - 12 + 1 - 10] * 2
+    by = {s.name: s for s in SEARCH}
+    found = [apply_overrides(get_preset("adder-146"), [*by[name].sets, f"train.steps={by[name].steps}",
+                                                      "train.seed=4"])
+             for name in ("41-start-angle1-b16-cos", "41a1-b16c-m4-long")]
+    assert phases == found
+    assert [c.train.batch_size for c in phases] == [16, 16] and [c.optim.weight_decay for c in phases] == [0.01, 0]
+    assert [float(make_schedule(c.optim, c.train.steps)(c.train.steps)) for c in phases] == [0.0, 0.0]
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 

@@ -103,6 +103,8 @@ DERIVED = (
             "--temperature: the RMSNorm scale's dim 0 at 7; its dims 0 and 1 against Q's square root and the gate's "
             "and up's rows 0 and 1 scale every logit of a position by one factor), so every argmax is the 41's, "
             "from 32 parameters", "41a1-m7-b17", head_free=True, temperature=True),
+    Derived("41a1-b16c-m4-r2-32p", "the small-batch lineage's 41 (41a1-b16c-m4-r2) as 41a1-m7-b17-32p is the first "
+            "41's: every argmax its own, from 32 parameters", "41a1-b16c-m4-r2", head_free=True, temperature=True),
 )
 HARD_PAIRS = 100_000
 # a targeted round's pairs of the training draw (seed 42: the first of the 2M the earlier stages trained on)
@@ -394,6 +396,10 @@ SEARCH = (
             seeds=8),
     *(c for k in range(8) for c in curriculum(k)),
     *(small_batch_stage(k) for k in (4, 1, 5)),
+    Setting("preset-41-phases", "the preset adder-41-phases from its seed: 41-start-angle1-b16-cos's recipe for seed "
+            "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
+    *chain("41a1-b16c-m4-r", "41a1-b16c-m4-long", range(1, 3), "a round at 90 % from 1e-3 (41a1-m7-b's), its hard "
+           "pairs united with the chain's earlier ones", keep=(), share=0.9),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
             "the 58's second phase (weight decay 0.01 and batch 128 again)",
             (*MODEL_41A1, *DATA, "optim.lr=1e-3", "optim.grokfast=ema", "optim.alpha=0.98", "optim.lamb=2",
