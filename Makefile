@@ -87,10 +87,11 @@ export-adder: $(STAMP)  ## RUN=run_dir OUT=file.py: a trained addition run as a 
 adderboard: $(STAMP)  ## the AdderBoard search (experiments/adderboard/): sweeps of small decoders in runs/adder/, exports and verifier scores; OUT=results/adderboard rewrites the bundle
 	$(BIN)/python -m experiments.adderboard.study --out $(or $(OUT),runs/adderboard) $(ARGS)
 
-# the 32's last round, 32p-b36, is the last of experiments/adderboard/settings.py's ROUNDS_32 (its 1e-3 chain) and
-# the committed file's name: a chain given more rounds names its new last round here too
 # a run below the export bar (0.99 held out) has no submission file: say so, not "no such file", before comparing
 exported = @test -e $(1)/submissions/$(2) || { echo "$(2) was not written: its run ended below 0.99 exact match on the held-out pairs, so it was not exported (its row in $(1)/results.md)" >&2; exit 1; }
+
+# the 32's last round, 32p-b36, is the last of experiments/adderboard/settings.py's ROUNDS_32 (its 1e-3 chain) and
+# the committed file's name: a chain given more rounds names its new last round here too
 R32 = $(or $(RUN),runs/adder-32)
 adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the committed 41's submission (restore.py, then study --only 32p-b36 --with-deps: 23 runs in RUN=runs/adder-32, one XLA thread as trained; each run's time: results/adderboard/results.md), its export compared with the committed one; stopped, the same command goes on where it stopped
 	test -e $(R32)/41a1-m7-b17 || $(BIN)/python -m experiments.adderboard.restore results/adderboard/submissions/adder-41p-41a1-m7-b17.py --runs $(R32)

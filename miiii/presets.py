@@ -379,7 +379,8 @@ PHASED["adder-58-phases"] = (
 # 41 parameters (the sub-50 entries' ties: V = Q, K = Q with every plane turned, from the angle 1, O = Q^T, the norms
 # shared) at batch 16: AdamW 240k cosine steps from lr 1e-2 to 0, then Adam without weight decay 800k cosine steps from
 # 1e-3 to 0, seed 4 (experiments/adderboard's 41-start-angle1-b16-cos screen and its small-batch stage). On a CPU a
-# step's time grows with its batch at this size, so 16 rows a step cost about as much per row as 256.
+# step's time grows with its batch at this size, so 16 rows a step cost about as much per row as 256. Seed 4 alone
+# is not the screen's vmapped member 4: its path parts from it early and ends below it (the study's preset-41-phases).
 ADDER_41 = (*ARC_START, "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)", SHARED_NORMS,
             "model.tie_angle=1.0", "train.batch_size=16", "optim.schedule=cosine", "optim.final_lr_frac=0",
             "train.chunk=5000", "train.seed=4")
@@ -389,6 +390,7 @@ PHASED["adder-41-phases"] = (
     ((*ADDER_41, "optim.lr=1e-2", "train.steps=240000", "train.eval_every=5000"),
      (*ADDER_41, "optim.lr=1e-3", "optim.weight_decay=0", "train.steps=800000", "train.eval_every=20000")),
 )
+
 
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""

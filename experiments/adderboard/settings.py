@@ -148,8 +148,8 @@ def curriculum(k: int) -> tuple[Setting, ...]:
 
 def small_batch_stage(k: int) -> Setting:
     """41-start-angle1-b16-cos's member k, alone, on through a stage at batch 16: 800k cosine steps from lr 1e-3 to 0
-    without weight decay (41a1-m7's long stages at batch 256 took 100k each; alone, a step at batch 16 is ~16x
-    cheaper than one at 256)."""
+    without weight decay (41a1-m7's long stages at batch 256 took 100k each; alone, not one of eight vmapped
+    members, a step at batch 16 costs a fraction of one at 256)."""
     return Setting(f"41a1-b16c-m{k}-long", f"41-start-angle1-b16-cos's member {k} alone: 800k cosine steps from lr "
                    "1e-3 to 0 without weight decay, batch 16",
                    (*MODEL_41A1, *DATA, "train.batch_size=16", "train.eval_every=20000", "optim.lr=1e-3",
@@ -398,6 +398,8 @@ SEARCH = (
     *(small_batch_stage(k) for k in (4, 1, 5)),
     Setting("preset-41-phases", "the preset adder-41-phases from its seed: 41-start-angle1-b16-cos's recipe for seed "
             "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
+    *chain("41a1-b16c-m5-r", "41a1-b16c-m5-long", range(1, 3), "a round as 41a1-b16c-m4-r's: do the rounds lift a run "
+           "from the level where the other stages stopped?", keep=(), share=0.9),
     *chain("41a1-b16c-m4-r", "41a1-b16c-m4-long", range(1, 3), "a round at 90 % from 1e-3 (41a1-m7-b's), its hard "
            "pairs united with the chain's earlier ones", keep=(), share=0.9),
     Setting("41a1-m7-gf", "41a1-m7-nowd continued 80k steps with grokfast EMA (0.98, 2), cosine from lr 1e-3 to 1e-4: "
