@@ -16,7 +16,7 @@ from miiii.rundir import flatten_params, unflatten
 from miiii.tasks import make_task
 from miiii.validate import validate
 
-# the 41 (experiments/adderboard/settings.py MODEL_41A1) on 3-digit operands
+# the 41 (experiments/adderboard/recipes.py MODEL_41A1) on 3-digit operands
 THE_41 = ["task.name=board", "n_digits=3", "n_train=8", "n_valid=64", "model.n_heads=1", "model.d_mlp=2",
           "model.embed=arc", "model.init=qwen", "model.arc_init=2.5,-1.2,0.29", "model.tie_angle=1.0",
           "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)",

@@ -105,7 +105,7 @@ def test_column_values_by_hand():
 def test_every_round_draws_its_hard_pairs_off_the_profile_verifier_and_held_out_seeds():
     from experiments.adderboard import study
     from experiments.adderboard.hard import source
-    from experiments.adderboard.settings import targeted
+    from experiments.adderboard.recipes import targeted
 
     seeds = [source(h, 0)[1] for s in study.SEARCH for h in s.hard]
     assert seeds and not {study.PROFILE_SEED, 2025, 123} & set(seeds)
@@ -115,7 +115,7 @@ def test_every_round_draws_its_hard_pairs_off_the_profile_verifier_and_held_out_
 
 def test_a_targeted_round_replays_its_hard_pairs_as_its_share_of_the_set(tmp_path):
     from experiments.adderboard import launch
-    from experiments.adderboard.settings import REPLAY_N, targeted
+    from experiments.adderboard.recipes import REPLAY_N, targeted
 
     s = targeted("t", "w", "a", ("a@1",))
     np.save(launch.hard_file(s, tmp_path), np.zeros((30_000, 2), np.int64))
@@ -187,7 +187,7 @@ def test_a_targeted_run_decodes_without_its_replay_file(untrained_board, tmp_pat
 
 def test_chains_unite_their_hard_pairs_and_a_round_needs_some(tmp_path):
     from experiments.adderboard import launch
-    from experiments.adderboard.settings import chain, targeted
+    from experiments.adderboard.recipes import chain, targeted
 
     plain = chain("c", "s", range(1, 4), "w")
     assert [(r.name, r.init_from, r.hard) for r in plain] == [("c1", "s", ("s@1",)), ("c2", "c1", ("c1@2",)),

@@ -45,7 +45,7 @@ import numpy as np
 from miiii.errors import ConfigError, OneLineParser, RunError, one_line_errors
 
 if TYPE_CHECKING:
-    from experiments.adderboard.settings import Derived
+    from experiments.adderboard.recipes import Derived
 
 AMPLITUDE, SCALE_2, UP_2, SCALE_0 = 40.0, 50.0, 10.0, 7.0  # the pins' values
 ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: a pair whose 2 x 2 solve is well conditioned on the trained 41

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.adderboard.hard import hard_union, save_atomic, source
-from experiments.adderboard.settings import DERIVED, HARD_PAIRS, REPLAY_N, Setting
+from experiments.adderboard.recipes import HARD_PAIRS, REPLAY_N, Setting
+from experiments.adderboard.settings import DERIVED
 from miiii.errors import ConfigError
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from experiments.adderboard.gauge import derived_record, score_derived
 from experiments.adderboard.hard import carry_shaped, error_profile, off_by_one
 from experiments.adderboard.launch import command, derive, find_hard, hard_command, resume_command, unfinished
-from experiments.adderboard.settings import DERIVED, SEARCH, Setting, needs
+from experiments.adderboard.recipes import Setting
+from experiments.adderboard.settings import DERIVED, SEARCH, needs
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
