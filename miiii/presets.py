@@ -381,9 +381,9 @@ PHASED["adder-58-phases"] = (
 # 1e-3 to 0, seed 4 (experiments/adderboard's 41-start-angle1-b16-cos screen and its small-batch stage). On a CPU a
 # step's time grows with its batch at this size, so 16 rows a step cost about as much per row as 256. Seed 4 alone
 # is not the screen's vmapped member 4: its path parts from it early and ends below it (the study's preset-41-phases).
-ADDER_41 = (*ARC_START, "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)", SHARED_NORMS,
-            "model.tie_angle=1.0", "train.batch_size=16", "optim.schedule=cosine", "optim.final_lr_frac=0",
-            "train.chunk=5000", "train.seed=4")
+TIES_41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"  # the study's T41 too
+ADDER_41 = (*ARC_START, TIES_41, SHARED_NORMS, "model.tie_angle=1.0", "train.batch_size=16", "optim.schedule=cosine",
+            "optim.final_lr_frac=0", "train.chunk=5000", "train.seed=4")
 PHASED["adder-41-phases"] = (
     "AdderBoard: 41 parameters (V = Q, K = Q turned, O = Q^T, the norms shared, the arc embedding), batch 16: 240k "
     "cosine steps from lr 1e-2 to 0, then 800k from 1e-3 to 0 without weight decay, seed 4",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from experiments.adderboard.gauge import model_pins
-from miiii.presets import SHARED_NORMS
+from miiii.presets import SHARED_NORMS, TIES_41
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
 BASE = ("model.init=torch", "task.n_train=300000")
@@ -23,7 +23,7 @@ START_62 = (*SMALL, TIES_62, *FROM_ARC, "optim.lr=1e-2", *DATA)
 # with every plane turned (rot: the head's halves, the entry's interleaved pairs in its RoPE layout), O = Q^T, the
 # RMSNorms one scale and the QK-norms another: 41 parameters; down = up turned, then transposed: 36. (The board's 41
 # itself turned one plane of Q: T41R below.)
-T41 = "model.ties=attn.W_K=rot(attn.W_Q),attn.W_V=attn.W_Q,attn.W_O=T(attn.W_Q)"
+T41 = TIES_41  # the preset adder-41-phases' ties, spelled once in miiii/presets.py
 T36 = T41 + ",mlp.W_out=Trot(mlp.W_in)"
 SHARED = SHARED_NORMS
 START_41 = (*SMALL, T41, SHARED, *FROM_ARC, "optim.lr=1e-2", *DATA)
