@@ -182,10 +182,13 @@ def train_phases(args, budget: int) -> int:
                           "sets every phase's seed)")
     seed = [] if args.seed is None else [f"train.seed={args.seed}"]
     run_dir = args.run_dir or Path("runs") / f"{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    before = None
+    before = replayed = None
     for k, cfg in enumerate(phase_configs(args.preset), 1):
         d = run_dir / f"phase-{k}"
         cfg = apply_overrides(cfg, seed + ([] if before is None else [f"train.init_from={before}"]))
+        if cfg.task.replay_hard:
+            cfg = with_hard_pairs(cfg, run_dir / f"phase-{k}.hard.npy", before, replayed)
+        replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
         if (d / SUMMARY).is_file():
             if read_config(d) != cfg:
                 raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k} (or "
@@ -199,6 +202,31 @@ def train_phases(args, budget: int) -> int:
         before = d
     print_next(before)
     return 0
+
+
+def with_hard_pairs(cfg, path: Path, before: Path | None, replayed: Path | None):
+    """A phase's task.replay_hard resolved: the pairs the phase `before` decodes wrong, united with those it replayed
+    itself (`replayed`: a chain of rounds accumulates them), written once to `path` (beside the phase, which must not
+    exist before it trains) and named by task.replay, repeated to about task.replay_share of the rows."""
+    import numpy as np
+
+    from miiii.hard import hard_union, replay_copies, save_atomic
+    from miiii.validate import parse_hard
+
+    if before is None:
+        raise ConfigError(f"task.replay_hard = '{cfg.task.replay_hard}' in a recipe's first phase: there is no phase "
+                          "before it whose wrong pairs it could replay")
+    if not path.is_file():
+        pairs, seed = parse_hard(cfg.task.replay_hard)
+        wrong, tried = hard_union([(before, seed)], pairs)
+        print(f"{before}: {len(wrong):,} of {tried:,} pairs (seed {seed}) decoded wrong", end="")
+        if replayed is not None:
+            wrong = np.unique(np.concatenate([wrong, np.load(replayed)]), axis=0)
+            print(f"; {len(wrong):,} with the ones it replayed", end="")
+        save_atomic(path, wrong)
+        print(f"; written to {path}")
+    copies = replay_copies(cfg.task.n_train, cfg.task.replay_share, len(np.load(path)))
+    return apply_overrides(cfg, [f"task.replay={path}", f"task.replay_copies={copies}"])
 
 
 def link_latest(run_dir: Path) -> None:

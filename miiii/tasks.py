@@ -72,6 +72,12 @@ class TaskConfig:
     # pairs among them are dropped); "" = none
     replay: str = ""
     replay_copies: int = 1
+    # a later phase of a recipe in phases (presets.PHASED): "PAIRS@SEED" finds the pairs the phase before decodes
+    # wrong among PAIRS uniform ones drawn with SEED (united with that phase's own, if it replayed any: a chain of
+    # rounds accumulates them) and replays them, repeated to about `replay_share` of the rows (miiii.hard). The
+    # phase's config.json records the file (replay) and the count (replay_copies) it resolved to
+    replay_hard: str = ""
+    replay_share: float = 0.5
     basis_seed: int = 1  # miiii basis: seed of the label shuffle
     # grid tasks: token order of an input. low: [x0, x1, p], x0 the low digit of n = x0 + x1*p (this codebase);
     # high: [x1, x0, p], the high digit first, as the original code's (n // p, n % p). Labels and the grid order

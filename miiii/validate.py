@@ -56,6 +56,37 @@ def host_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+RESERVED_SEEDS = (2025,)  # the board's verify.py draws its 10,000 random pairs with this seed; hard pairs never
+
+
+def parse_hard(spec: str) -> tuple[int, int]:
+    """task.replay_hard's "PAIRS@SEED" -> (pairs, seed), or a ConfigError that says the form."""
+    n, at, seed = spec.partition("@")
+    try:
+        pairs, s = int(n), int(seed)
+    except ValueError:
+        pairs = s = None
+    if not at or pairs is None or pairs < 1:
+        raise ConfigError(f"task.replay_hard = '{spec}': want PAIRS@SEED, e.g. 100000@1 (the pairs the phase before "
+                          "decodes wrong among 100,000 drawn with seed 1)")
+    return pairs, s
+
+
+def check_replay_hard(t) -> None:
+    """task.replay_hard: PAIRS@SEED with a seed of the trainer's and a share in (0, 1), resolved into task.replay by the
+    recipe in phases that runs it (train_phases writes the file before the phase trains)."""
+    _, seed = parse_hard(t.replay_hard)
+    if seed in (*RESERVED_SEEDS, t.valid_seed):
+        raise ConfigError(f"task.replay_hard = '{t.replay_hard}': seed {seed} is the verifier's or the held-out set's; "
+                          "hard examples come from other seeds")
+    if not 0 < t.replay_share < 1:
+        raise ConfigError(f"task.replay_share = {t.replay_share} must lie strictly between 0 and 1")
+    if not t.replay:
+        raise ConfigError(f"task.replay_hard = '{t.replay_hard}' is a later phase of a recipe in phases (presets.PHASED"
+                          "), which finds the pairs before it trains; for one run, find them with python -m "
+                          "experiments.adderboard.hard and give task.replay and task.replay_copies")
+
+
 def check_replay(t, spec) -> None:
     """task.replay: a readable .npy of (N, operands) non-negative integers below 10**n_digits."""
     import numpy as np
@@ -183,6 +214,8 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
                               "(0 = n_digits)")
         if t.replay and host:
             check_replay(t, spec)
+        if t.replay_hard:
+            check_replay_hard(t)
         space = spec.n_samples(replace(t, n_digits=t.train_digits or t.n_digits))
         if t.n_train < 1 or t.n_valid < 1:
             raise ConfigError("task.n_train and task.n_valid must be at least 1")

@@ -54,6 +54,7 @@ LAYERS = (
     "sweepmembers",  # each member's run directory (recorder, checkpoints); the plan a resume reads
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
+    "hard",  # hard examples: the pairs a sequence run decodes wrong, for a round's replay
     "llc",  # the local learning coefficient by SGLD at a run's kept steps
     "rules",  # the verdict rules: pure functions of the measures' numbers
     "plotstyle",  # the figures' look and shared helpers

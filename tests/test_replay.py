@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from _runhelp import load_module
 
-from experiments.adderboard.hard import hard_pairs, main
+from experiments.adderboard.hard import main
 from miiii.config import ConfigError, apply_overrides
 from miiii.export import export_adder
+from miiii.hard import hard_pairs
 from miiii.presets import get_preset
 from miiii.rundir import flatten_params
 from miiii.tasks import make_task
@@ -70,7 +71,7 @@ def test_replay_adds_the_rows_copies_times_without_held_out_pairs(tmp_path):
 def test_a_union_of_sources_keeps_each_row_once_and_reads_kept_rows(untrained_board, tmp_path):
     import os
 
-    from experiments.adderboard.hard import hard_union
+    from miiii.hard import hard_union
 
     five, six = hard_pairs(untrained_board, 200, 5)[0], hard_pairs(untrained_board, 200, 6)[0]
     both = np.unique(np.concatenate([five, six]), axis=0)
@@ -203,3 +204,52 @@ def test_chains_unite_their_hard_pairs_and_a_round_needs_some(tmp_path):
     np.save(launch.hard_file(s, tmp_path), np.zeros((0, 2), np.int64))
     with pytest.raises(ConfigError, match="no hard pairs"):
         launch.command(s, tmp_path)
+
+
+@pytest.mark.study  # two trainings and three decodes (about 40 s): make test-studies keeps make test in its budget
+def test_a_phased_round_replays_the_pairs_the_phase_before_decodes_wrong(tmp_path, monkeypatch, capsys):
+    """task.replay_hard in a recipe in phases: the round's file is exactly the phase before's wrong pairs of its seed
+    (united with what that phase replayed itself, if it was a round); the copies follow task.replay_share; a rerun
+    skips every phase."""
+    from miiii import presets
+    from miiii.cli import main as miiii
+    from miiii.cli import with_hard_pairs
+    from miiii.hard import replay_copies
+    from miiii.run import load_run
+
+    tiny = ("adder-146", *BOARD_2[:-1], "train.steps=2", "train.chunk=2", "train.eval_every=2", "ckpt.every=2")
+    round_ = (*tiny, "task.replay_hard=200@5", "task.replay_share=0.25")
+    monkeypatch.setitem(presets.PHASED, "tiny-rounds", ("a phase, a round", (tiny, round_)))
+    run = tmp_path / "p"
+    assert miiii(["train", "--preset", "tiny-rounds", "--run-dir", str(run), "--no-progress"]) == 0
+    two = np.load(run / "phase-2.hard.npy")
+    assert len(two) and (two == np.unique(hard_pairs(run / "phase-1", 200, 5)[0], axis=0)).all()
+    task = load_run(run / "phase-2").config.task
+    assert task.replay == str(run / "phase-2.hard.npy") and task.replay_hard == "200@5"
+    assert task.replay_copies == replay_copies(300, 0.25, len(two)) == max(1, round(100 / len(two)))
+    capsys.readouterr()
+    assert miiii(["train", "--preset", "tiny-rounds", "--run-dir", str(run), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("finished") == 2
+    # a round after a round: its own phase's wrong pairs (seed 6) and the ones that phase replayed, each once
+    cfg = apply_overrides(presets.phase_configs("tiny-rounds")[1], ["task.replay_hard=200@6"])
+    cfg = with_hard_pairs(cfg, tmp_path / "three.npy", run / "phase-2", run / "phase-2.hard.npy")
+    three = np.load(tmp_path / "three.npy")
+    assert (three == np.unique(np.concatenate([hard_pairs(run / "phase-2", 200, 6)[0], two]), axis=0)).all()
+    assert cfg.task.replay == str(tmp_path / "three.npy")
+    assert cfg.task.replay_copies == max(1, round(100 / len(three)))
+    monkeypatch.setitem(presets.PHASED, "tiny-rounds", ("a round first", (round_,)))
+    assert miiii(["train", "--preset", "tiny-rounds", "--run-dir", str(tmp_path / "q"), "--no-progress"]) == 2
+    assert "no phase before it" in capsys.readouterr().err and not (tmp_path / "q").exists()
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["task.replay_hard=200@5"], "is a later phase of a recipe in phases"),
+    (["task.replay_hard=200@2025", "task.replay=x.npy"], "the verifier's or the held-out set's"),
+    (["task.replay_hard=200@123", "task.replay=x.npy"], "the verifier's or the held-out set's"),
+    (["task.replay_hard=200", "task.replay=x.npy"], "want PAIRS@SEED"),
+    (["task.replay_hard=0@1", "task.replay=x.npy"], "want PAIRS@SEED"),
+    (["task.replay_hard=200@1", "task.replay=x.npy", "task.replay_share=1"], "strictly between 0 and 1"),
+])
+def test_replay_hard_is_refused_with_a_reason(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(apply_overrides(get_preset("adder-146"), [*BOARD_2, *sets]), host=False)

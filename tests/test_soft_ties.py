@@ -134,8 +134,8 @@ SUBMISSION = Path("results/adderboard/submissions/adder-41p-41a1-m7-b17.py")
 
 
 def test_restore_rebuilds_a_run_that_decodes_as_its_submission(tmp_path, capsys):
-    from experiments.adderboard.hard import hard_pairs
     from experiments.adderboard.restore import main as restore
+    from miiii.hard import hard_pairs
     from miiii.tokens import draw_distinct
 
     runs = tmp_path / "runs"

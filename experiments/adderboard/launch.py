@@ -9,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.adderboard.hard import hard_union, save_atomic, source
+from experiments.adderboard.hard import source
 from experiments.adderboard.recipes import HARD_PAIRS, REPLAY_N, Setting
 from experiments.adderboard.settings import DERIVED
 from miiii.errors import ConfigError
+from miiii.hard import hard_union, save_atomic
+from miiii.hard import replay_copies as copies_for
 
 
 def hard_file(s: Setting, runs: Path) -> Path:
@@ -42,10 +44,10 @@ def replay_copies(s: Setting, runs: Path) -> int:
         return json.loads(trained.read_text())["task"]["replay_copies"]
     if not hard_file(s, runs).is_file():
         raise ConfigError(f"{s.name}: {hard_file(s, runs)} is missing; its hard pairs are found before it trains")
-    n_hard = len(np.load(hard_file(s, runs)))
-    if not n_hard:
-        raise ConfigError(f"{s.name}: {', '.join(s.hard)} decoded every pair right; no hard pairs to replay")
-    return max(1, round(REPLAY_N * s.hard_share / (1 - s.hard_share) / n_hard))
+    try:
+        return copies_for(REPLAY_N, s.hard_share, len(np.load(hard_file(s, runs))))
+    except ConfigError as e:
+        raise ConfigError(f"{s.name}: {', '.join(s.hard)}: {e}") from None
 
 
 def unfinished(s: Setting, runs: Path) -> bool:

@@ -243,6 +243,8 @@ SEARCH = (
     *(small_batch_stage(k) for k in (4, 1, 5)),
     Setting("preset-41-phases", "the preset adder-41-phases from its seed: 41-start-angle1-b16-cos's recipe for seed "
             "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
+    *(Setting(f"preset-41-phases-s{k}", f"preset-41-phases at seed {k}: which seeds' lone paths reach "
+              "41a1-b16c-m4-long's level?", (), phased="adder-41-phases", seed=k) for k in (1, 2, 3, 5, 6, 7, 8)),
     *chain("41a1-b16c-m5-r", "41a1-b16c-m5-long", range(1, 3), "a round as 41a1-b16c-m4-r's: do the rounds lift a run "
            "from the level where the other stages stopped?", keep=(), share=0.9),
     *chain("41a1-b16c-m4-r", "41a1-b16c-m4-long", range(1, 3), "a round at 90 % from 1e-3 (41a1-m7-b's), its hard "

@@ -1,0 +1,75 @@
+"""Hard examples: the pairs a trained sequence run (addition, board) decodes wrong, for a later phase's replay.
+
+Found by autoregressive decoding of uniform pairs drawn with a seed of the trainer's, never the verifier's 2025 or
+the held-out set's (task.valid_seed): a targeted round of fine-tuning replays them (task.replay), as the board's
+sub-50 entries' iterated fine-tuning on their own wrong answers. A recipe in phases finds them itself between two
+phases (task.replay_hard, presets.PHASED); `python -m experiments.adderboard.hard` finds them for one run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from miiii.errors import ConfigError
+from miiii.files import write_atomic
+from miiii.validate import RESERVED_SEEDS
+
+
+def pairs_for(run_dir: Path, n_pairs: int, seed: int) -> tuple:
+    """(the run's Evaluator, n_pairs distinct uniform pairs of numpy's default_rng(seed), their token rows). The
+    Evaluator's task is built without the run's training set (a replay file of millions of rows, by a relative path)."""
+    from dataclasses import replace
+
+    from miiii.bookeval import Evaluator
+    from miiii.run import load_run
+    from miiii.tasks import task_spec
+    from miiii.tokens import draw_distinct
+
+    run = load_run(run_dir)
+    task = run.config.task
+    if seed in (*RESERVED_SEEDS, task.valid_seed):
+        raise ConfigError(f"seed {seed} is the verifier's or the held-out set's; hard examples and profiles come from "
+                          "other seeds")
+    ev = Evaluator(run, replace(task, replay="", n_train=8, n_valid=8))
+    spec = task_spec(task.name)
+    ops = draw_distinct(np.random.default_rng(seed), spec.operands, ev.n, n_pairs, set())
+    return ev, ops, spec.encode(ops, ev.n)
+
+
+def hard_pairs(run_dir: Path, n_pairs: int, seed: int) -> tuple[np.ndarray, int]:
+    """(the wrong operand rows, how many were tried)."""
+    ev, ops, seq = pairs_for(run_dir, n_pairs, seed)
+    ok = ev.autoregressive(seq[:, :-1], seq[:, 1:])
+    return ops[~ok].astype(np.int64), len(ops)
+
+
+def hard_union(sources, n_pairs: int, keep: bool = False) -> tuple[np.ndarray, int]:
+    """The wrong rows of every (run, seed) source, each row once (sorted), and how many pairs were tried in all:
+    the accumulated error pairs of iterated targeted fine-tuning, each round's found on a fresh seed. `keep`: each
+    source's rows are kept beside its run (RUN.hard-SEED-PAIRS.npy) and read from there while newer than its run."""
+    found = []
+    for run, seed in sources:
+        kept = run.with_name(f"{run.name}.hard-{seed}-{n_pairs}.npy")
+        if keep and kept.is_file() and kept.stat().st_mtime > (run / "params.npz").stat().st_mtime:
+            found.append(np.load(kept))
+            continue
+        wrong, _ = hard_pairs(run, n_pairs, seed)
+        if keep:
+            save_atomic(kept, wrong)
+        found.append(wrong)
+    return np.unique(np.concatenate(found), axis=0), n_pairs * len(found)
+
+
+def save_atomic(path: Path, rows: np.ndarray) -> None:
+    """`rows` as the .npy `path`, written whole or not at all (a temporary name of this process's own)."""
+    write_atomic(path, path.with_name(f"{path.name}.{os.getpid()}.tmp"), lambda f: np.save(f, rows))
+
+
+def replay_copies(n_train: int, share: float, n_hard: int) -> int:
+    """How often the hard pairs are repeated so that they make about `share` of the rows beside n_train others."""
+    if not n_hard:
+        raise ConfigError("no hard pairs to replay: the model decoded every pair right")
+    return max(1, round(n_train * share / (1 - share) / n_hard))
