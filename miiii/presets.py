@@ -391,6 +391,18 @@ PHASED["adder-41-phases"] = (
      (*ADDER_41, "optim.lr=1e-3", "optim.weight_decay=0", "train.steps=800000", "train.eval_every=20000")),
 )
 
+# adder-41-phases then two targeted rounds (experiments/adderboard's 41a1-b16c-m4-r1 and -r2 as phases): each 20k
+# cosine steps from lr 1e-3 to 0 without weight decay at batch 256 on 500k pairs of the training draw and the pairs
+# the phase before decodes wrong among 100k of seed 1 (then 2), united with the ones it replayed, repeated to about 90 %
+# of the rows. The study's rounds train with seed 7; here every phase takes the recipe's seed.
+ROUND_41 = (*ADDER_41, "task.n_train=500000", "optim.lr=1e-3", "optim.weight_decay=0", "train.batch_size=256",
+            "train.steps=20000", "train.eval_every=5000", "task.replay_share=0.9")
+PHASED["adder-41-rounds"] = (
+    "AdderBoard: adder-41-phases, then two targeted rounds (20k cosine steps from lr 1e-3 to 0 at batch 256 on 500k "
+    "pairs and the phase before's wrong pairs among 100k of seed 1, then 2, about 90 % of the rows), seed 4",
+    (*PHASED["adder-41-phases"][1], (*ROUND_41, "task.replay_hard=100000@1"), (*ROUND_41, "task.replay_hard=100000@2")),
+)
+
 
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""

@@ -133,6 +133,27 @@ def test_the_41_parameter_phases_are_the_studys_small_batch_screen_and_stage():
     assert [float(make_schedule(c.optim, c.train.steps)(c.train.steps)) for c in phases] == [0.0, 0.0]
 
 
+def test_the_41_parameter_rounds_are_the_phases_and_the_studys_two_rounds():
+    """adder-41-rounds: adder-41-phases' two phases, then the study's 41a1-b16c-m4-r1 and -r2 as phases: the same
+    run config but for the seed (the recipe's, not the study's 7) and the hard pairs, which the phase finds itself
+    (100k pairs of the round's number as seed, 90 % of the rows) where the study names a file."""
+    from dataclasses import replace
+
+    from experiments.adderboard.settings import SEARCH
+    from miiii.hard import replay_copies
+    from miiii.presets import phase_configs
+
+    phases = phase_configs("adder-41-rounds")
+    assert phases[:2] == phase_configs("adder-41-phases") and len(phases) == 4
+    by = {s.name: s for s in SEARCH}
+    for k, phase in enumerate(phases[2:], 1):
+        s = by[f"41a1-b16c-m4-r{k}"]
+        assert s.hard_share == phase.task.replay_share == 0.9 and phase.task.replay_hard == f"100000@{k}"
+        study = apply_overrides(get_preset("adder-146"), [*s.sets, f"train.steps={s.steps}", "train.seed=4"])
+        assert replace(phase, task=replace(phase.task, replay_hard="", replay_share=0.5)) == study
+    assert replay_copies(500_000, 0.9, 1_000) == 4_500  # 4.5M replayed rows beside the 500k: 90 %
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 

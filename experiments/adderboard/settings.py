@@ -245,6 +245,9 @@ SEARCH = (
             "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
     *(Setting(f"preset-41-phases-s{k}", f"preset-41-phases at seed {k}: which seeds' lone paths reach "
               "41a1-b16c-m4-long's level?", (), phased="adder-41-phases", seed=k) for k in (1, 2, 3, 5, 6, 7, 8)),
+    Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (preset-41-phases-s1, then two targeted "
+            "rounds as 41a1-b16c-m4-r1 and -r2 as phases): do the rounds take a lone seed's path to 0.99?", (),
+            phased="adder-41-rounds", seed=1),
     *chain("41a1-b16c-m5-r", "41a1-b16c-m5-long", range(1, 3), "a round as 41a1-b16c-m4-r's: do the rounds lift a run "
            "from the level where the other stages stopped?", keep=(), share=0.9),
     *chain("41a1-b16c-m4-r", "41a1-b16c-m4-long", range(1, 3), "a round at 90 % from 1e-3 (41a1-m7-b's), its hard "
