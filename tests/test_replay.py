@@ -103,6 +103,14 @@ def test_column_values_by_hand():
     assert carry.astype(int).tolist() == [[0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 0]]
 
 
+def test_carry_chains_by_hand():
+    """The chain into each column: generated just below (1), passed on through 9s (2, 3), none (0)."""
+    from experiments.adderboard.hard import carry_chains
+
+    chains = carry_chains(np.array([[5, 5], [55, 45], [99, 99], [0, 7], [995, 5]]), 3)
+    assert chains.tolist() == [[0, 1, 0, 0], [0, 1, 2, 0], [0, 1, 1, 0], [0, 0, 0, 0], [0, 1, 2, 3]]
+
+
 def test_every_round_draws_its_hard_pairs_off_the_profile_verifier_and_held_out_seeds():
     from experiments.adderboard import study
     from experiments.adderboard.hard import source
@@ -142,7 +150,8 @@ def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_b
     export_adder(untrained_board, tmp_path / "adder.py")
     mod = load_module(tmp_path / "adder.py")
     model, _ = mod.build_model()
-    firsts, offsets, columns, base, signs, n_wrong = Counter(), Counter(), Counter(), Counter(), Counter(), 0
+    firsts, offsets, columns, base, signs, chains = Counter(), Counter(), Counter(), Counter(), Counter(), Counter()
+    n_wrong = 0
     per_digit = np.zeros(3)
     for a, b in draw_distinct(np.random.default_rng(5), 2, 2, 200, set()).tolist():
         carries = [int(a % 10**k + b % 10**k >= 10**k) for k in range(2)]
@@ -159,12 +168,19 @@ def test_the_error_profile_counts_what_the_exported_adder_gets_wrong(untrained_b
         carry = int(a % 10**k + b % 10**k >= 10**k)
         columns[a // 10**k % 10 + b // 10**k % 10 + carry] += 1
         signs[carry, offset] += 1
+        chain, j = 0, k - 1  # the carry chain into digit k: walk down through 9s to the column that made it
+        while j >= 0 and a // 10**j % 10 + b // 10**j % 10 == 9:
+            j -= 1
+        if j >= 0 and a // 10**j % 10 + b // 10**j % 10 >= 10:
+            chain = k - j
+        chains[chain] += 1
     assert prof["exact"] == 1 - n_wrong / 200 and n_wrong > 0
     assert prof["first_wrong_digit"] == [firsts[k] for k in range(3)]
     assert prof["first_offset"] == [offsets[d] for d in range(10)]
     assert prof["first_column_value"] == [columns[v] for v in range(20)]
     assert prof["column_value_base"] == [base[v] for v in range(20)]
     assert prof["first_carry_by_sign"] == [[signs[c, d] for d in (1, 9)] for c in (0, 1)]
+    assert prof["first_chain"] == [chains[c] for c in range(3)] and sum(prof["chain_base"]) == 200 * 3
     assert carry_shaped(prof) == signs[1, 9] + signs[0, 1]  # one low after a carry, one high without one
     assert np.allclose(prof["wrong_per_digit"], per_digit / 200, atol=1e-5)
     with pytest.raises(ConfigError, match="verifier"):

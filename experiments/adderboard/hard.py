@@ -35,6 +35,20 @@ def column_values(ops: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return a[:, None] // place % 10 + b[:, None] // place % 10 + carry, carry
 
 
+def carry_chains(ops: np.ndarray, n: int) -> np.ndarray:
+    """(N, n + 1): the length of the carry chain into each column, ones first: 0 without a carry in; L when column
+    k - L generated it (a + b >= 10 there) and the L - 1 columns between passed it on (a + b = 9 each). A model that
+    reads only the d columns below a digit gets every carry of a chain longer than d wrong."""
+    a, b = (np.asarray(ops[:, i], np.int64) for i in (0, 1))
+    place = 10 ** np.arange(n, dtype=np.int64)
+    digits = a[:, None] // place % 10 + b[:, None] // place % 10  # (N, n) a_k + b_k
+    chain = np.zeros((len(a), n + 1), np.int64)
+    for k in range(1, n + 1):
+        below = digits[:, k - 1]
+        chain[:, k] = np.where(below >= 10, 1, np.where((below == 9) & (chain[:, k - 1] > 0), chain[:, k - 1] + 1, 0))
+    return chain
+
+
 def off_by_one(profile: dict) -> int:
     """How many of a profile's first wrong digits are one above or below the true digit."""
     return profile["first_offset"][1] + profile["first_offset"][9]
@@ -61,6 +75,7 @@ def error_profile(run_dir: Path, n_pairs: int, seed: int) -> dict:
     rows = np.flatnonzero(wrong.any(1))
     at = (rows, wrong[rows].argmax(1))  # each wrong sum's first wrong digit
     value, carry = column_values(ops, ev.n)
+    chains = carry_chains(ops, ev.n)
     offset = (pred[at] - true[at]) % 10
     return dict(run=str(run_dir), seed=seed, pairs=n_pairs, exact=1 - len(rows) / n_pairs,
                 wrong_per_digit=wrong.mean(0).round(5).tolist(),
@@ -68,6 +83,9 @@ def error_profile(run_dir: Path, n_pairs: int, seed: int) -> dict:
                 first_offset=np.bincount(offset, minlength=10).tolist(),
                 first_column_value=np.bincount(value[at], minlength=20).tolist(),
                 column_value_base=np.bincount(value[:, :ev.n].ravel(), minlength=20).tolist(),
+                # the carry chain into the first wrong digit (carry_chains), and into every answer digit of every pair
+                first_chain=np.bincount(chains[at], minlength=ev.n + 1).tolist(),
+                chain_base=np.bincount(chains.ravel(), minlength=ev.n + 1).tolist(),
                 # [carry in 0, 1] x [one high, one low] at the first wrong digit
                 first_carry_by_sign=[[int(((carry[at] == c) & (offset == d)).sum()) for d in (1, 9)] for c in (0, 1)])
 

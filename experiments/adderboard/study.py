@@ -110,7 +110,7 @@ def soft_gaps(run_dir: Path) -> dict:
 
 
 def setting_record(s: Setting, runs: Path) -> dict | None:
-    from miiii.presets import PHASED
+    from miiii.presets import PHASED, phase_configs
 
     d = runs / s.name
     if s.phased:  # only a recipe whose every phase finished: its run is the last phase
@@ -128,7 +128,8 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                command=(hard_command(s, runs) + " && " if s.hard else "") + "python -m miiii "
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
-    if s.hard:  # a targeted round: where its run still goes wrong
+    if s.hard or (s.phased and phase_configs(s.phased)[-1].task.replay_hard):
+        # a targeted round (a recipe's last phase too): where its run still goes wrong
         rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
         done = [json.loads((p / "summary.json").read_text()) for p in phases]
@@ -220,6 +221,21 @@ def results_md(summary: dict) -> str:
                             for v in sorted(range(20), key=lambda v: -first[v])[:5] if first[v])
             lines.append(f"| {r['name']} | {p['exact']:.4f} | {n:,} | {off_by_one(p):,} | {carry_shaped(p):,} "
                          f"| {top} |")
+    chained = [r["profile"] | dict(name=r["name"]) for r in profiled if "first_chain" in r["profile"]]
+    if chained:
+        lines += ["", "## The carry chain into the first wrong digit", "",
+                  "The same profiles (those written since it was added): at each wrong sum's first wrong digit, the "
+                  "length of the carry chain into it (0: no carry in; 1: made by the column just below, a + b >= 10; "
+                  "L: made L columns below and passed on by the L - 1 columns between, a + b = 9 each; "
+                  "`hard.carry_chains`), with the first errors per such digit among all the pairs' answer digits. A "
+                  "model that reads only the d columns below a digit gets every chain longer than d wrong.", "",
+                  "| setting | exact match | chain 0 | chain 1 | chain 2 | chain 3 or longer |",
+                  "|---|---|---|---|---|---|"]
+        for p in chained:
+            first, base = p["first_chain"], p["chain_base"]
+            cells = [(first[c], base[c]) for c in (0, 1, 2)] + [(sum(first[3:]), sum(base[3:]))]
+            lines.append(f"| {p['name']} | {p['exact']:.4f} | "
+                         + " | ".join(f"{f:,} ({f / b:.2%})" if b else "–" for f, b in cells) + " |")
     soft = [(r, m) for r in summary["settings"] for m in r["members"] if m.get("soft")]
     if soft:
         lines += ["", "## Soft ties: how far each soft round's ties are from holding", "",
