@@ -245,6 +245,8 @@ SEARCH = (
             "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
     *(Setting(f"preset-41-phases-s{k}", f"preset-41-phases at seed {k}: which seeds' lone paths reach "
               "41a1-b16c-m4-long's level?", (), phased="adder-41-phases", seed=k) for k in (1, 2, 3, 5, 6, 7, 8)),
+    Setting("preset-41-rounds", "the preset adder-41-rounds from its seed (preset-41-phases, then 41a1-b16c-m4-r1 and "
+            "-r2 as phases): do two rounds take a lone path to 0.99?", (), phased="adder-41-rounds"),
     Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (preset-41-phases-s1, then two targeted "
             "rounds as 41a1-b16c-m4-r1 and -r2 as phases): do the rounds take a lone seed's path to 0.99?", (),
             phased="adder-41-rounds", seed=1),

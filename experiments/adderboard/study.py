@@ -26,6 +26,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from experiments.adderboard.gauge import derived_record, score_derived
 from experiments.adderboard.hard import carry_shaped, error_profile, off_by_one
 from experiments.adderboard.launch import command, derive, find_hard, hard_command, resume_command, unfinished
@@ -135,7 +137,11 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
         done = [json.loads((p / "summary.json").read_text()) for p in phases]
         rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1),
                               resumed=x.get("resumed_from") is not None) for x in done]
-        rec["wall_s"] = round(sum(x["wall_s"] for x in rec["phases"]), 1)
+        for k, x in enumerate(rec["phases"][1:], 2):  # a round's hard pairs: found between the phase before and it
+            if (hard := d / f"phase-{k}.hard.npy").is_file():
+                x["hard"] = dict(pairs=len(np.load(hard)), find_s=round(
+                    hard.stat().st_mtime - (phases[k - 2] / "summary.json").stat().st_mtime, 1))
+        rec["wall_s"] = round(sum(x["wall_s"] + x.get("hard", {}).get("find_s", 0) for x in rec["phases"]), 1)
     return rec
 
 
@@ -195,13 +201,16 @@ def results_md(summary: dict) -> str:
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
                   "Each phase's held-out exact match at its end and its own wall time (its summary.json; a resumed "
-                  "phase's, marked *, is its last session's only). The main table's wall time for these is the sum.",
+                  "phase's, marked *, is its last session's only; a round's, + the minutes from the phase before's "
+                  "end to its hard pairs' file, and how many pairs it replays). The main table's wall time for these "
+                  "is the sum.",
                   "", "| setting | phase | steps | exact match | wall (min) |", "|---|---|---|---|---|"]
         lines += [f"| {r['name']} | {k} | {x['steps']:,} | {'–' if x['exact'] is None else format(x['exact'], '.4f')} "
-                  f"| {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''} |"
+                  f"| {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''}"
+                  + (f" + {h['find_s'] / 60:.1f} ({h['pairs']:,} hard pairs)" if (h := x.get("hard")) else "") + " |"
                   for r in phased for k, x in enumerate(r["phases"], 1)]
-        lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | "
-                  f"{sum(x['wall_s'] for x in r['phases']) / 60:.1f} |" for r in phased]
+        lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | {r['wall_s'] / 60:.1f} |"
+                  for r in phased]
     profiled = [r for r in summary["settings"] if r.get("profile")]
     if profiled:
         lines += ["", "## Where the targeted rounds' runs go wrong", "",
