@@ -390,6 +390,11 @@ PHASED["adder-41-phases"] = (
     ((*ADDER_41, "optim.lr=1e-2", "train.steps=240000", "train.eval_every=5000"),
      (*ADDER_41, "optim.lr=1e-3", "optim.weight_decay=0", "train.steps=800000", "train.eval_every=20000")),
 )
+PHASED["adder-41-screen"] = (
+    "AdderBoard: adder-41-phases' first phase alone (240k cosine steps from lr 1e-2 to 0 at batch 16), a seed's "
+    "screen: does it leave the plateau (held-out exact match above 0)?",
+    (PHASED["adder-41-phases"][1][0],),
+)
 
 # adder-41-phases then two targeted rounds (experiments/adderboard's 41a1-b16c-m4-r1 and -r2 as phases): each 20k
 # cosine steps from lr 1e-3 to 0 without weight decay at batch 256 on 500k pairs of the training draw and the pairs

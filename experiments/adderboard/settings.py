@@ -243,8 +243,9 @@ SEARCH = (
     *(small_batch_stage(k) for k in (4, 1, 5)),
     Setting("preset-41-phases", "the preset adder-41-phases from its seed: 41-start-angle1-b16-cos's recipe for seed "
             "4 alone, then 41a1-b16c-m4-long's stage", (), phased="adder-41-phases"),
-    *(Setting(f"preset-41-phases-s{k}", f"preset-41-phases at seed {k}: which seeds' lone paths reach "
-              "41a1-b16c-m4-long's level?", (), phased="adder-41-phases", seed=k) for k in (1, 2, 3, 5, 6, 7, 8)),
+    *(Setting(f"41-lone-s{k}", f"adder-41-phases' first phase alone at seed {k} (the preset adder-41-screen): which "
+              "seeds leave the plateau on their own, not as members of 41-start-angle1-b16-cos?", (),
+              phased="adder-41-screen", seed=k) for k in range(1, 9)),
     Setting("preset-41-rounds", "the preset adder-41-rounds from its seed (preset-41-phases, then 41a1-b16c-m4-r1 and "
             "-r2 as phases): do two rounds take a lone path to 0.99?", (), phased="adder-41-rounds"),
     Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (preset-41-phases-s1, then two targeted "

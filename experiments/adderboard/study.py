@@ -125,8 +125,9 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
         return None
     files = [p for m in members for p in (m / "metrics.jsonl", m / "config.json") if p.is_file()]
     wall = max(p.stat().st_mtime for p in files) - min(p.stat().st_mtime for p in files)
+    earlier = f"{s.phased}'s earlier phases" if s.phased and len(PHASED[s.phased][1]) > 1 else ""
     rec = dict(name=s.name, why=s.why, params=unique_params(members[0]), steps=setting_steps(s),
-               init_from=s.init_from or (f"{s.phased}'s earlier phases" if s.phased else ""),
+               init_from=s.init_from or earlier,
                command=(hard_command(s, runs) + " && " if s.hard else "") + "python -m miiii "
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
@@ -197,7 +198,7 @@ def results_md(summary: dict) -> str:
         after = f" after {r['init_from']}" if r["init_from"] else ""
         lines.append(f"| {r['name']} | {r['params']} | {r['steps']:,}{after} | {per} | {hit} of {len(r['members'])} | "
                      f"{r['wall_s'] / 60:.1f} |")
-    phased = [r for r in summary["settings"] if r.get("phases")]
+    phased = [r for r in summary["settings"] if len(r.get("phases") or ()) > 1]  # one phase: the main table says it
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
                   "Each phase's held-out exact match at its end and its own wall time (its summary.json; a resumed "
