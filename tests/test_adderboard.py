@@ -85,6 +85,7 @@ def test_a_phased_setting_trains_its_preset_at_its_seed_and_reads_its_last_phase
     assert study.setting_steps(by["preset-62-phases"]) == 50_000
     for k in (1, 2, 3, 10):
         (tmp_path / "preset-62-phases" / f"phase-{k}").mkdir(parents=True)
+    (tmp_path / "preset-62-phases" / "phase-3.hard.npy").write_bytes(b"")  # a round's hard pairs: no phase
     assert [p.name for p in study.phase_dirs(tmp_path / "preset-62-phases")][-2:] == ["phase-3", "phase-10"]
     assert study.setting_record(by["preset-62-phases"], tmp_path) is None
 

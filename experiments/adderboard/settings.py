@@ -248,8 +248,8 @@ SEARCH = (
               phased="adder-41-screen", seed=k) for k in range(1, 9)),
     Setting("preset-41-rounds", "the preset adder-41-rounds from its seed (preset-41-phases, then 41a1-b16c-m4-r1 and "
             "-r2 as phases): do two rounds take a lone path to 0.99?", (), phased="adder-41-rounds"),
-    Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (preset-41-phases-s1, then two targeted "
-            "rounds as 41a1-b16c-m4-r1 and -r2 as phases): do the rounds take a lone seed's path to 0.99?", (),
+    Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (41-lone-s1, 41a1-b16c-m4-long's stage, then "
+            "41a1-b16c-m4-r1 and -r2 as phases): do two rounds take the other lone seed's path to 0.99?", (),
             phased="adder-41-rounds", seed=1),
     *chain("41a1-b16c-m5-r", "41a1-b16c-m5-long", range(1, 3), "a round as 41a1-b16c-m4-r's: do the rounds lift a run "
            "from the level where the other stages stopped?", keep=(), share=0.9),

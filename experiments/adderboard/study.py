@@ -48,8 +48,9 @@ EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressiv
 
 
 def phase_dirs(d: Path) -> list[Path]:
-    """RUN/phase-1, phase-2, ... in their order (by number, not by name)."""
-    return sorted(d.glob("phase-*"), key=lambda p: int(p.name.rpartition("-")[2]))
+    """RUN/phase-1, phase-2, ... in their order (by number, not by name); a round's phase-K.hard.npy beside them is
+    not one."""
+    return sorted((p for p in d.glob("phase-*") if p.is_dir()), key=lambda p: int(p.name.rpartition("-")[2]))
 
 
 def setting_steps(s: Setting) -> int:
