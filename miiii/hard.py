@@ -15,6 +15,7 @@ import numpy as np
 
 from miiii.errors import ConfigError
 from miiii.files import write_atomic
+from miiii.rundir import PARAMS
 from miiii.validate import RESERVED_SEEDS
 
 
@@ -53,7 +54,7 @@ def hard_union(sources, n_pairs: int, keep: bool = False) -> tuple[np.ndarray, i
     found = []
     for run, seed in sources:
         kept = run.with_name(f"{run.name}.hard-{seed}-{n_pairs}.npy")
-        if keep and kept.is_file() and kept.stat().st_mtime > (run / "params.npz").stat().st_mtime:
+        if keep and kept.is_file() and kept.stat().st_mtime > (run / PARAMS).stat().st_mtime:
             found.append(np.load(kept))
             continue
         wrong, _ = hard_pairs(run, n_pairs, seed)
