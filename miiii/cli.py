@@ -174,6 +174,7 @@ def cmd_train(args) -> int:
 def train_phases(args, budget: int) -> int:
     """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
     resumed, each later phase started from the one before (train.init_from)."""
+    from miiii.hard import with_hard_pairs
     from miiii.rundir import SUMMARY, read_config
     from miiii.runner import resume_run, train_run
 
@@ -202,31 +203,6 @@ def train_phases(args, budget: int) -> int:
         before = d
     print_next(before)
     return 0
-
-
-def with_hard_pairs(cfg, path: Path, before: Path | None, replayed: Path | None):
-    """A phase's task.replay_hard resolved: the pairs the phase `before` decodes wrong, united with those it replayed
-    itself (`replayed`: a chain of rounds accumulates them), written once to `path` (beside the phase, which must not
-    exist before it trains) and named by task.replay, repeated to about task.replay_share of the rows."""
-    import numpy as np
-
-    from miiii.hard import hard_union, replay_copies, save_atomic
-    from miiii.validate import parse_hard
-
-    if before is None:
-        raise ConfigError(f"task.replay_hard = '{cfg.task.replay_hard}' in a recipe's first phase: there is no phase "
-                          "before it whose wrong pairs it could replay")
-    if not path.is_file():
-        pairs, seed = parse_hard(cfg.task.replay_hard)
-        wrong, tried = hard_union([(before, seed)], pairs)
-        print(f"{before}: {len(wrong):,} of {tried:,} pairs (seed {seed}) decoded wrong", end="")
-        if replayed is not None:
-            wrong = np.unique(np.concatenate([wrong, np.load(replayed)]), axis=0)
-            print(f"; {len(wrong):,} with the ones it replayed", end="")
-        save_atomic(path, wrong)
-        print(f"; written to {path}")
-    copies = replay_copies(cfg.task.n_train, cfg.task.replay_share, len(np.load(path)))
-    return apply_overrides(cfg, [f"task.replay={path}", f"task.replay_copies={copies}"])
 
 
 def link_latest(run_dir: Path) -> None:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from miiii.config import RunConfig, apply_overrides
 from miiii.errors import ConfigError
 from miiii.files import write_atomic
 from miiii.rundir import PARAMS
-from miiii.validate import RESERVED_SEEDS
+from miiii.validate import RESERVED_SEEDS, parse_hard
 
 
 def pairs_for(run_dir: Path, n_pairs: int, seed: int) -> tuple:
@@ -74,3 +75,23 @@ def replay_copies(n_train: int, share: float, n_hard: int) -> int:
     if not n_hard:
         raise ConfigError("no hard pairs to replay: the model decoded every pair right")
     return max(1, round(n_train * share / (1 - share) / n_hard))
+
+
+def with_hard_pairs(cfg: RunConfig, path: Path, before: Path | None, replayed: Path | None) -> RunConfig:
+    """A phase's task.replay_hard resolved: the pairs the phase `before` decodes wrong, united with those it replayed
+    itself (`replayed`: a chain of rounds accumulates them), written once to `path` (beside the phase, which must not
+    exist before it trains) and named by task.replay, repeated to about task.replay_share of the rows."""
+    if before is None:
+        raise ConfigError(f"task.replay_hard = '{cfg.task.replay_hard}' in a recipe's first phase: there is no phase "
+                          "before it whose wrong pairs it could replay")
+    if not path.is_file():
+        pairs, seed = parse_hard(cfg.task.replay_hard)
+        wrong, tried = hard_union([(before, seed)], pairs)
+        print(f"{before}: {len(wrong):,} of {tried:,} pairs (seed {seed}) decoded wrong", end="")
+        if replayed is not None:
+            wrong = np.unique(np.concatenate([wrong, np.load(replayed)]), axis=0)
+            print(f"; {len(wrong):,} with the ones it replayed", end="")
+        save_atomic(path, wrong)
+        print(f"; written to {path}")
+    copies = replay_copies(cfg.task.n_train, cfg.task.replay_share, len(np.load(path)))
+    return apply_overrides(cfg, [f"task.replay={path}", f"task.replay_copies={copies}"])

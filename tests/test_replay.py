@@ -229,8 +229,7 @@ def test_a_phased_round_replays_the_pairs_the_phase_before_decodes_wrong(tmp_pat
     skips every phase."""
     from miiii import presets
     from miiii.cli import main as miiii
-    from miiii.cli import with_hard_pairs
-    from miiii.hard import replay_copies
+    from miiii.hard import replay_copies, with_hard_pairs
     from miiii.run import load_run
 
     tiny = ("adder-146", *BOARD_2[:-1], "train.steps=2", "train.chunk=2", "train.eval_every=2", "ckpt.every=2")
