@@ -56,7 +56,7 @@ def host_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-RESERVED_SEEDS = (2025,)  # the board's verify.py draws its 10,000 random pairs with this seed; hard pairs never
+RESERVED_SEEDS = (2025,)  # verify.py draws its 10,000 random pairs with this seed: no hard pairs come from it
 
 
 def parse_hard(spec: str) -> tuple[int, int]:
