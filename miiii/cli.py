@@ -174,7 +174,7 @@ def cmd_train(args) -> int:
 def train_phases(args, budget: int) -> int:
     """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
     resumed, each later phase started from the one before (train.init_from)."""
-    from miiii.hard import with_hard_pairs
+    from miiii.hard import round_file, with_hard_pairs
     from miiii.rundir import SUMMARY, read_config
     from miiii.runner import resume_run, train_run
 
@@ -188,7 +188,7 @@ def train_phases(args, budget: int) -> int:
         d = run_dir / f"phase-{k}"
         cfg = apply_overrides(cfg, seed + ([] if before is None else [f"train.init_from={before}"]))
         if cfg.task.replay_hard:
-            cfg = with_hard_pairs(cfg, run_dir / f"phase-{k}.hard.npy", before, replayed)
+            cfg = with_hard_pairs(cfg, round_file(run_dir, k), before, replayed)
         replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
         if (d / SUMMARY).is_file():
             if read_config(d) != cfg:

@@ -77,6 +77,11 @@ def replay_copies(n_train: int, share: float, n_hard: int) -> int:
     return max(1, round(n_train * share / (1 - share) / n_hard))
 
 
+def round_file(run_dir: Path, k: int) -> Path:
+    """Where a recipe's phase k, a round, keeps its hard pairs: beside RUN_DIR/phase-K, which must not exist before."""
+    return Path(run_dir) / f"phase-{k}.hard.npy"
+
+
 def with_hard_pairs(cfg: RunConfig, path: Path, before: Path | None, replayed: Path | None) -> RunConfig:
     """A phase's task.replay_hard resolved: the pairs the phase `before` decodes wrong, united with those it replayed
     itself (`replayed`: a chain of rounds accumulates them), written once to `path` (beside the phase, which must not

@@ -36,6 +36,7 @@ from experiments.adderboard.settings import DERIVED, SEARCH, needs
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
+from miiii.hard import round_file
 
 # the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
 # marginal: the ten sum digits uniform, the eleventh (the carry out) 0 or 1 about evenly
@@ -140,7 +141,7 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
         rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1),
                               resumed=x.get("resumed_from") is not None) for x in done]
         for k, x in enumerate(rec["phases"][1:], 2):  # a round's hard pairs: found between the phase before and it
-            if (hard := d / f"phase-{k}.hard.npy").is_file():
+            if (hard := round_file(d, k)).is_file():
                 x["hard"] = dict(pairs=len(np.load(hard)), find_s=round(
                     hard.stat().st_mtime - (phases[k - 2] / "summary.json").stat().st_mtime, 1))
         rec["wall_s"] = round(sum(x["wall_s"] + x.get("hard", {}).get("find_s", 0) for x in rec["phases"]), 1)
