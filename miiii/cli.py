@@ -24,7 +24,7 @@ from miiii.errors import (
 )
 from miiii.files import RunError, check_output
 from miiii.gpu import check_backend
-from miiii.presets import DEFAULT_PRESET, PHASED, PRESETS, get_preset, measured_time, phase_configs
+from miiii.presets import DEFAULT_PRESET, PHASED, PRESETS, get_preset, measured_time
 
 COMPILES = ("train", "sweep", "book", "llc")  # the commands that compile: they use the persistent compilation cache
 
@@ -172,36 +172,16 @@ def cmd_train(args) -> int:
 
 
 def train_phases(args, budget: int) -> int:
-    """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ...: a finished phase is skipped, a stopped one
-    resumed, each later phase started from the one before (train.init_from)."""
-    from miiii.hard import round_file, with_hard_pairs
-    from miiii.rundir import SUMMARY, read_config
-    from miiii.runner import resume_run, train_run
+    """A phased preset (presets.PHASED) into RUN_DIR/phase-1, phase-2, ... (miiii/phases.py)."""
+    from miiii.phases import train_phases as train_all
 
     if args.overrides or args.steps is not None or args.init_from is not None:
         raise ConfigError(f"{args.preset} is a recipe in phases: it takes no --set, --steps or --init-from (--seed "
                           "sets every phase's seed)")
-    seed = [] if args.seed is None else [f"train.seed={args.seed}"]
     run_dir = args.run_dir or Path("runs") / f"{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    before = replayed = None
-    for k, cfg in enumerate(phase_configs(args.preset), 1):
-        d = run_dir / f"phase-{k}"
-        cfg = apply_overrides(cfg, seed + ([] if before is None else [f"train.init_from={before}"]))
-        if cfg.task.replay_hard:
-            cfg = with_hard_pairs(cfg, round_file(run_dir, k), before, replayed)
-        replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
-        if (d / SUMMARY).is_file():
-            if read_config(d) != cfg:
-                raise ConfigError(f"{d} was trained with another config than {args.preset}'s phase {k} (or "
-                                  "another --seed); choose a new --run-dir, or give the --seed it was trained with")
-            print(f"{d}: finished")
-        elif d.exists():
-            print_summary(resume_run(d, cfg, progress=not args.no_progress, tensorboard=args.tensorboard), d)
-        else:
-            print_summary(train_run(cfg, d, progress=not args.no_progress, record_budget=budget,
-                                    tensorboard=args.tensorboard, profile=args.profile), d)
-        before = d
-    print_next(before)
+    last = train_all(args.preset, run_dir, args.seed, budget, print_summary, progress=not args.no_progress,
+                     tensorboard=args.tensorboard, profile=args.profile)
+    print_next(last)
     return 0
 
 

@@ -237,6 +237,10 @@ class TrainConfig:
     # with this config's optimizer, schedule and data (its optimizer state starts fresh); "" = a fresh init. The
     # source's shapes must be this model's; --resume continues from this run's own checkpoints.
     init_from: str = ""
+    # a recipe's first phase only (presets.PHASED, miiii/phases.py): > 0 = a screen, this phase's config trained for
+    # `screen` seeds from train.seed at once (one vmapped sweep), the next phase continuing the member with the lowest
+    # final training loss, with its seed; 0 = one run
+    screen: int = 0
     # soft ties (miiii/soft_ties.py): model.ties' syntax, equal or T only, between two free weights, e.g.
     # ("mlp.W_gate=mlp.W_in",); the loss gains soft_tie_weight times the summed squared gap between each follower and
     # its master (transposed), so that a later phase can tie them for good (its train.init_from drops the follower)

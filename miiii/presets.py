@@ -408,6 +408,18 @@ PHASED["adder-41-rounds"] = (
     (*PHASED["adder-41-phases"][1], (*ROUND_41, "task.replay_hard=100000@1"), (*ROUND_41, "task.replay_hard=100000@2")),
 )
 
+# The 41 as its lineage found it (experiments/adderboard's 41-start-angle1-b16-cos, 41a1-b16c-m4-long, -r1): adder-41-
+# phases' first phase as a screen of seeds 0 to 7 (one vmapped sweep, miiii/phases.py), its second phase from the
+# member with the lowest final training loss, then adder-41-rounds' first round at the study's seed 7. The screen is
+# the sweep itself: its member 4 is not seed 4 alone (adder-41-rounds' path).
+PHASED["adder-41-screened"] = (
+    "AdderBoard: 41 parameters, adder-41-phases' first phase as a screen of seeds 0 to 7 (one vmapped sweep), its "
+    "second phase from the member with the lowest final training loss, then one targeted round (adder-41-rounds' "
+    "first, seed 7)",
+    ((*PHASED["adder-41-phases"][1][0], "train.seed=0", "train.screen=8"), PHASED["adder-41-phases"][1][1],
+     (*ROUND_41, "task.replay_hard=100000@1", "train.seed=7")),
+)
+
 
 def phase_configs(name: str) -> list[RunConfig]:
     """The configs of a phased recipe, in order (each later phase's train.init_from is set when it trains)."""

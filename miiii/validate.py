@@ -319,6 +319,9 @@ def validate(cfg: RunConfig, host: bool = True) -> RunConfig:
         raise ConfigError(f"train.precision = '{shown(tr.precision)}': choose {', '.join(PRECISIONS)}")
     if tr.steps < 1:
         raise ConfigError(f"train.steps = {tr.steps} must be at least 1")
+    if tr.screen:  # miiii/phases.py trains a screen as a sweep of its config with screen = 0
+        raise ConfigError(f"train.screen = {tr.screen} is a recipe's first phase (presets.PHASED), which screens the "
+                          "seeds and continues the best; one sweep of N seeds is python -m miiii sweep --seeds N")
     if tr.chunk < 1 or tr.eval_every < 1 or tr.batch_size < 0:
         raise ConfigError("train.chunk and train.eval_every must be >= 1, train.batch_size >= 0")
     validate_record(cfg)

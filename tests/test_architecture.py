@@ -55,6 +55,7 @@ LAYERS = (
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
     "hard",  # hard examples: the pairs a sequence run decodes wrong, for a round's replay
+    "phases",  # a recipe in phases: each phase from the one before, a screen's best member, a round's hard pairs
     "llc",  # the local learning coefficient by SGLD at a run's kept steps
     "rules",  # the verdict rules: pure functions of the measures' numbers
     "plotstyle",  # the figures' look and shared helpers

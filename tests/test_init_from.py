@@ -90,3 +90,68 @@ def test_a_phased_preset_trains_its_phases_in_order_and_skips_finished_ones(tmp_
     assert load_run(seeded / "phase-2").config.train.init_from == str(seeded / "phase-1")
     for extra in (["--steps", "5"], ["--init-from", str(run / "phase-1")]):
         assert main(["train", "--preset", "tiny-phases", *extra, "--run-dir", str(tmp_path / "x")]) == 2
+
+
+@pytest.mark.study  # a sweep, a run and a second call: make test-studies
+def test_a_screen_phase_hands_on_its_member_with_the_lowest_training_loss(tmp_path, monkeypatch, capsys):
+    """train.screen = 3: phase 1 is one sweep of seeds 7, 8, 9 (its plan a plain sweep's), phase 2 starts from the
+    member whose final training loss is lowest (read here from each member's own summary.json), with its seed; a
+    rerun finds both finished."""
+    import json
+
+    from miiii import presets
+    from miiii.phases import phase_summary
+    from miiii.sweepmembers import read_json
+
+    tiny = ("miiii-tiny", "train.chunk=10", "ckpt.every=10", "train.batch_size=64", "train.steps=10")
+    screen = (*tiny, "train.screen=3", "train.seed=7")
+    monkeypatch.setitem(presets.PHASED, "tiny-screen", ("a screen, a phase", (screen, (*tiny, "optim.lr=3e-4"))))
+    run = tmp_path / "p"
+    assert main(["train", "--preset", "tiny-screen", "--run-dir", str(run), "--no-progress"]) == 0
+    members = sorted((run / "phase-1").glob("member_*"))
+    losses = [json.loads((m / "summary.json").read_text())["final"]["train"]["loss"] for m in members]
+    best = members[int(np.argmin(losses))]
+    assert len(members) == 3 and len(set(losses)) == 3
+    plan = read_json(run / "phase-1" / "sweep-plan.json")
+    assert plan["seeds"] == 3 and plan["config"]["train"]["screen"] == 0 and plan["config"]["train"]["seed"] == 7
+    two = load_run(run / "phase-2")
+    assert two.config.train.init_from == str(best) and two.config.optim.lr == 3e-4
+    assert two.config.train.seed == load_run(best).config.train.seed == 7 + int(np.argmin(losses))
+    assert _same(two.params_at(0), load_run(best).params)
+    assert phase_summary(run / "phase-1")["screen"] == dict(members=3, member=int(np.argmin(losses)),
+                                                            seed=two.config.train.seed, train_loss=min(losses))
+    capsys.readouterr()
+    assert main(["train", "--preset", "tiny-screen", "--run-dir", str(run), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("finished") == 2
+
+
+def test_a_screen_picks_the_lowest_training_loss_of_the_members_that_did_not_diverge(tmp_path):
+    from miiii.errors import ConfigError
+    from miiii.files import write_json_atomic
+    from miiii.phases import screen_pick
+
+    def member(i, loss, gone=None):
+        return dict(member=i, seed=10 + i, diverged_at=gone, final=dict(train=dict(loss=loss), valid=dict(loss=0.0)))
+
+    rows = [member(0, 0.9), member(1, 0.2, gone=500), member(2, float("nan")), member(3, 0.5), member(4, 0.5)]
+    write_json_atomic(tmp_path / "sweep.json", dict(members=rows))
+    pick = screen_pick(tmp_path)  # member 1 diverged, 2's loss is NaN: of 0, 3, 4 the lowest, the first of a tie
+    assert (pick["member"], pick["seed"], pick["dir"]) == (3, 13, str(tmp_path / "member_003"))
+    write_json_atomic(tmp_path / "sweep.json", dict(members=rows[1:3]))
+    with pytest.raises(ConfigError, match="every member of the screen diverged"):
+        screen_pick(tmp_path)
+
+
+def test_a_misplaced_screen_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    from miiii import presets
+
+    tiny = ("miiii-tiny", "train.steps=10")
+    screen = (*tiny, "train.screen=3")
+    for phases in ((tiny, screen), (screen,)):
+        monkeypatch.setitem(presets.PHASED, "tiny-screen", ("misplaced", phases))
+        assert main(["train", "--preset", "tiny-screen", "--run-dir", str(tmp_path / "q"), "--no-progress"]) == 2
+        assert "a recipe's first phase and not its only one" in capsys.readouterr().err
+        assert not (tmp_path / "q").exists()
+    for cmd in (["train", "--run-dir"], ["sweep", "--seeds", "2", "--out"]):
+        assert main([*cmd, str(tmp_path / "r"), "--preset", "miiii-tiny", "--set", "train.screen=3"]) == 2
+        assert "python -m miiii sweep --seeds N" in capsys.readouterr().err and not (tmp_path / "r").exists()

@@ -154,6 +154,29 @@ def test_the_41_parameter_rounds_are_the_phases_and_the_studys_two_rounds():
     assert replay_copies(500_000, 0.9, 1_000) == 4_500  # 4.5M replayed rows beside the 500k: 90 %
 
 
+def test_the_screened_41_is_the_studys_screen_its_member_s_stage_and_first_round():
+    """adder-41-screened: its screen is 41-start-angle1-b16-cos (seeds 0 to 7, the plan a plain sweep's), its second
+    phase 41a1-b16c-m4-long (its seed 4 set by the screen's pick when it trains), its round 41a1-b16c-m4-r1 (seed 7)
+    but for the hard pairs, which the phase finds itself."""
+    from dataclasses import replace
+
+    from experiments.adderboard.settings import SEARCH
+    from miiii.presets import phase_configs
+
+    screen, stage, round_ = phase_configs("adder-41-screened")
+    by = {s.name: s for s in SEARCH}
+
+    def study(name, seed):
+        s = by[name]
+        return apply_overrides(get_preset("adder-146"), [*s.sets, f"train.steps={s.steps}", f"train.seed={seed}"])
+
+    assert screen.train.screen == by["41-start-angle1-b16-cos"].seeds == 8
+    assert replace(screen, train=replace(screen.train, screen=0)) == study("41-start-angle1-b16-cos", 0)
+    assert replace(stage, train=replace(stage.train, seed=4)) == study("41a1-b16c-m4-long", 4)
+    assert round_.task.replay_hard == "100000@1" and round_.task.replay_share == by["41a1-b16c-m4-r1"].hard_share
+    assert replace(round_, task=replace(round_.task, replay_hard="", replay_share=0.5)) == study("41a1-b16c-m4-r1", 7)
+
+
 GROUPS = "model.norm_groups=ln1+ln2+ln_final,q_norm+k_norm"
 
 

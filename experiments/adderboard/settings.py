@@ -248,6 +248,9 @@ SEARCH = (
               phased="adder-41-screen", seed=k) for k in range(1, 9)),
     Setting("preset-41-rounds", "the preset adder-41-rounds from its seed (preset-41-phases, then 41a1-b16c-m4-r1 and "
             "-r2 as phases): do two rounds take a lone path to 0.99?", (), phased="adder-41-rounds"),
+    Setting("preset-41-screened", "the preset adder-41-screened from its seeds: 41-start-angle1-b16-cos as its "
+            "screen, the stage from its member with the lowest training loss, one round (41a1-b16c-m4-r1's): the "
+            "qualifying 41's path as one preset, under 60 minutes?", (), phased="adder-41-screened"),
     Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (41-lone-s1, 41a1-b16c-m4-long's stage, then "
             "41a1-b16c-m4-r1 and -r2 as phases): do two rounds take the other lone seed's path to 0.99?", (),
             phased="adder-41-rounds", seed=1),

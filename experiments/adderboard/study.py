@@ -37,6 +37,7 @@ from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.hard import round_file
+from miiii.phases import finished_file, phase_summary
 
 # the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
 # marginal: the ten sum digits uniform, the eleventh (the carry out) 0 or 1 about evenly
@@ -119,7 +120,7 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
     d = runs / s.name
     if s.phased:  # only a recipe whose every phase finished: its run is the last phase
         phases = phase_dirs(d)
-        if len(phases) != len(PHASED[s.phased][1]) or not all((p / "summary.json").is_file() for p in phases):
+        if len(phases) != len(PHASED[s.phased][1]) or not all(finished_file(p).is_file() for p in phases):
             return None
     members = [phases[-1]] if s.phased else [d] if s.init_from else sorted(d.glob("member_*"))
     recs = [r for m in members if (r := member_record(m)) is not None]
@@ -137,13 +138,14 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
         # a targeted round (a recipe's last phase too): where its run still goes wrong
         rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
     if s.phased:  # every phase's own record: how far each got, and how long it took (its summary's wall time)
-        done = [json.loads((p / "summary.json").read_text()) for p in phases]
+        done = [phase_summary(p) for p in phases]  # a screen's: its chosen member's, the sweep's wall time
         rec["phases"] = [dict(steps=x["steps"], exact=x.get("valid_autoregressive_acc"), wall_s=round(x["wall_s"], 1),
-                              resumed=x.get("resumed_from") is not None) for x in done]
+                              resumed=x.get("resumed_from") is not None) | ({"screen": x["screen"]} if "screen" in x
+                                                                            else {}) for x in done]
         for k, x in enumerate(rec["phases"][1:], 2):  # a round's hard pairs: found between the phase before and it
             if (hard := round_file(d, k)).is_file():
                 x["hard"] = dict(pairs=len(np.load(hard)), find_s=round(
-                    hard.stat().st_mtime - (phases[k - 2] / "summary.json").stat().st_mtime, 1))
+                    hard.stat().st_mtime - finished_file(phases[k - 2]).stat().st_mtime, 1))
         rec["wall_s"] = round(sum(x["wall_s"] + x.get("hard", {}).get("find_s", 0) for x in rec["phases"]), 1)
     return rec
 
@@ -204,12 +206,15 @@ def results_md(summary: dict) -> str:
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
                   "Each phase's held-out exact match at its end and its own wall time (its summary.json; a resumed "
-                  "phase's, marked *, is its last session's only; a round's, + the minutes from the phase before's "
+                  "phase's, marked *, is its last session's only; a screen's, its sweep's, its exact match the "
+                  "member the next phase continues (the lowest final training loss); a round's, + the minutes from "
+                  "the phase before's "
                   "end to its hard pairs' file, and how many pairs it replays). The main table's wall time for these "
                   "is the sum.",
                   "", "| setting | phase | steps | exact match | wall (min) |", "|---|---|---|---|---|"]
-        lines += [f"| {r['name']} | {k} | {x['steps']:,} | {'–' if x['exact'] is None else format(x['exact'], '.4f')} "
-                  f"| {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''}"
+        lines += [f"| {r['name']} | {k} | {x['steps']:,} | {'–' if x['exact'] is None else format(x['exact'], '.4f')}"
+                  + (f" (member {c['member']} of {c['members']}, seed {c['seed']})" if (c := x.get("screen")) else "")
+                  + f" | {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''}"
                   + (f" + {h['find_s'] / 60:.1f} ({h['pairs']:,} hard pairs)" if (h := x.get("hard")) else "") + " |"
                   for r in phased for k, x in enumerate(r["phases"], 1)]
         lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | {r['wall_s'] / 60:.1f} |"

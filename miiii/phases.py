@@ -1,0 +1,118 @@
+"""A recipe in phases (presets.PHASED) trained into RUN/phase-1, phase-2, ...: each later phase starts from the one
+before (train.init_from); a finished phase is skipped, a stopped one resumed. Two kinds of phase are more than one
+run: a *screen* (train.screen = N, the first phase) trains N seeds from train.seed as one vmapped sweep and the next
+phase continues its member with the lowest final training loss, with that member's seed, as the board's small
+entries screened seeds before their later stages; a *round* (task.replay_hard) first finds the pairs the phase before
+decodes wrong (miiii.hard.with_hard_pairs).
+
+A screen's members are one program: their floats are not a lone run's of the same seed (XLA rounds a batched step
+otherwise), and a long run amplifies that, so a screen is the sweep itself, not its best seed rerun alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from miiii.config import RunConfig, apply_overrides
+from miiii.errors import ConfigError
+from miiii.rundir import SUMMARY, read_config, read_json
+from miiii.sweepmembers import PLAN, RESULT, plan_digest
+
+PICK = "the lowest final training loss"  # how a screen's member is chosen: no held-out pair is read
+
+
+def finished_file(d: Path) -> Path:
+    """The file a phase writes last: a run's summary.json, a screen's sweep.json."""
+    return d / (RESULT if (d / PLAN).is_file() else SUMMARY)
+
+
+def screen_pick(sweep_dir: Path) -> dict:
+    """The member a finished screen hands on: of its members that did not diverge, the one with the lowest final
+    training loss (ties: the first); its sweep.json row with its run directory as `dir`."""
+    from miiii.sweep import member_dir
+
+    rows = [r for r in read_json(Path(sweep_dir) / RESULT)["members"]
+            if r["diverged_at"] is None and math.isfinite(r["final"]["train"]["loss"])]
+    if not rows:
+        raise ConfigError(f"{sweep_dir}: every member of the screen diverged; there is no member to continue")
+    best = min(rows, key=lambda r: (r["final"]["train"]["loss"], r["member"]))
+    return best | {"dir": str(member_dir(sweep_dir, best["member"]))}
+
+
+def phase_summary(d: Path) -> dict | None:
+    """What a finished phase hands on (None: not finished): its run's summary.json, or a screen's chosen member's
+    with the screen's wall time and `screen` = {members, member, seed, train_loss}."""
+    if not finished_file(d).is_file():
+        return None
+    if not (d / PLAN).is_file():
+        return read_json(d / SUMMARY)
+    sweep, pick = read_json(d / RESULT), screen_pick(d)
+    return read_json(Path(pick["dir"]) / SUMMARY) | dict(
+        wall_s=sweep["wall_s"], resumed_from=sweep["resumed_from"],
+        screen=dict(members=sweep["n_members"], member=pick["member"], seed=pick["seed"],
+                    train_loss=pick["final"]["train"]["loss"]))
+
+
+def _same_screen(d: Path, cfg: RunConfig, n: int) -> bool:
+    plan = json.loads((d / PLAN).read_text())
+    return plan_digest(RunConfig.from_dict(plan["config"]), int(plan["seeds"]), {}) == plan_digest(cfg, n, {})
+
+
+def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report, progress: bool = True,
+                 tensorboard: bool = True, profile=None) -> Path:
+    """Train the recipe `name` into run_dir (see the module); `seed` sets every phase's train.seed (None: the
+    recipe's), but the phase after a screen takes its chosen member's; `report(summary, dir)` after each run trained
+    here. Returns the last phase's directory."""
+    from miiii.hard import round_file, with_hard_pairs
+    from miiii.presets import phase_configs
+    from miiii.runner import resume_run, train_run
+    from miiii.sweep import resume_sweep, run_sweep
+
+    configs = phase_configs(name)
+    for k, c in enumerate(configs, 1):  # before anything trains
+        if c.train.screen and (k != 1 or k == len(configs)):
+            raise ConfigError(f"{name}: train.screen = {c.train.screen} in phase {k} of {len(configs)}: a screen "
+                              "starts its members fresh and a later phase continues its best, so it is a recipe's "
+                              "first phase and not its only one (python -m miiii sweep --seeds N screens alone)")
+    before = replayed = picked = None
+    for k, cfg in enumerate(configs, 1):
+        d = Path(run_dir) / f"phase-{k}"
+        sets = [] if seed is None else [f"train.seed={seed}"]
+        sets += [] if before is None else [f"train.init_from={before}"]
+        sets += [] if picked is None else [f"train.seed={picked}"]
+        cfg, picked = apply_overrides(cfg, sets), None
+        if n := cfg.train.screen:
+            base = replace(cfg, train=replace(cfg.train, screen=0))  # the sweep's own plan: a plain sweep's
+            if finished_file(d).is_file():
+                if not _same_screen(d, base, n):
+                    raise ConfigError(f"{d} was screened with another config than {name}'s phase 1 (or another "
+                                      "--seed); choose a new --run-dir, or give the --seed it was trained with")
+                print(f"{d}: finished")
+            elif d.exists():
+                resume_sweep(d, progress=progress, tensorboard=tensorboard, expect=(base, n, {}))
+            else:
+                run_sweep(base, n, {}, d, progress=progress, tensorboard=tensorboard, profile=profile,
+                          record_budget=budget)
+            pick = screen_pick(d)
+            before, picked = Path(pick["dir"]), pick["seed"]
+            print(f"{d}: member {pick['member']} (seed {pick['seed']}) has {PICK} of the {n}, "
+                  f"{pick['final']['train']['loss']:.4f}; phase {k + 1} continues it")
+            continue
+        if cfg.task.replay_hard:
+            cfg = with_hard_pairs(cfg, round_file(run_dir, k), before, replayed)
+        replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
+        if (d / SUMMARY).is_file():
+            if read_config(d) != cfg:
+                raise ConfigError(f"{d} was trained with another config than {name}'s phase {k} (or another --seed); "
+                                  "choose a new --run-dir, or give the --seed it was trained with")
+            print(f"{d}: finished")
+        elif d.exists():
+            report(resume_run(d, cfg, progress=progress, tensorboard=tensorboard), d)
+        else:
+            report(train_run(cfg, d, progress=progress, record_budget=budget, tensorboard=tensorboard,
+                             profile=profile), d)
+        before = d
+    return before
