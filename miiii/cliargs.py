@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to write the run (default runs/PRESET-sSEED-TIME); must not hold anything yet")
     tr.add_argument("--steps", type=int, default=None, help="number of optimizer steps (overrides train.steps)")
     tr.add_argument("--seed", type=int, default=None,
-                    help="init/dropout/batch-order seed (overrides train.seed; a recipe in phases: every phase's)")
+                    help="init/dropout/batch-order seed (overrides train.seed; a recipe in phases: every phase's, a "
+                         "screen's first, but the phase after a screen takes its chosen member's)")
     tr.add_argument("--init-from", default=None, metavar="RUN_DIR[@STEP]",
                     help="a phase of training: start from RUN_DIR's final parameters (or its kept step STEP) "
                     "instead of a fresh init, with this run's optimizer, schedule and data; the model settings "
