@@ -11,7 +11,6 @@ otherwise), and a long run amplifies that, so a screen is the sweep itself, not 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -57,7 +56,7 @@ def phase_summary(d: Path) -> dict | None:
 
 
 def _same_screen(d: Path, cfg: RunConfig, n: int) -> bool:
-    plan = json.loads((d / PLAN).read_text())
+    plan = read_json(d / PLAN)
     return plan_digest(RunConfig.from_dict(plan["config"]), int(plan["seeds"]), {}) == plan_digest(cfg, n, {})
 
 
@@ -73,6 +72,8 @@ def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report
 
     configs = phase_configs(name)
     for k, c in enumerate(configs, 1):  # before anything trains
+        if c.train.screen < 0:
+            raise ConfigError(f"{name}: train.screen = {c.train.screen} in phase {k}: a screen's seeds, at least 1")
         if c.train.screen and (k != 1 or k == len(configs)):
             raise ConfigError(f"{name}: train.screen = {c.train.screen} in phase {k} of {len(configs)}: a screen "
                               "starts its members fresh and a later phase continues its best, so it is a recipe's "

@@ -147,10 +147,12 @@ def test_a_misplaced_screen_is_refused_before_anything_is_written(tmp_path, monk
 
     tiny = ("miiii-tiny", "train.steps=10")
     screen = (*tiny, "train.screen=3")
-    for phases in ((tiny, screen), (screen,)):
+    for phases, message in (((tiny, screen), "a recipe's first phase and not its only one"),
+                            ((screen,), "a recipe's first phase and not its only one"),
+                            (((*tiny, "train.screen=-2"), tiny), "a screen's seeds, at least 1")):
         monkeypatch.setitem(presets.PHASED, "tiny-screen", ("misplaced", phases))
         assert main(["train", "--preset", "tiny-screen", "--run-dir", str(tmp_path / "q"), "--no-progress"]) == 2
-        assert "a recipe's first phase and not its only one" in capsys.readouterr().err
+        assert message in capsys.readouterr().err
         assert not (tmp_path / "q").exists()
     for cmd in (["train", "--run-dir"], ["sweep", "--seeds", "2", "--out"]):
         assert main([*cmd, str(tmp_path / "r"), "--preset", "miiii-tiny", "--set", "train.screen=3"]) == 2
