@@ -50,7 +50,7 @@ def phase_summary(d: Path) -> dict | None:
         return read_json(d / SUMMARY)
     sweep, pick = read_json(d / RESULT), screen_pick(d)
     return read_json(Path(pick["dir"]) / SUMMARY) | dict(
-        wall_s=sweep["wall_s"], resumed_from=sweep["resumed_from"],
+        wall_s=sweep["wall_s"], resumed_from=sweep["resumed_from"] or None,  # a fresh sweep's is step 0
         screen=dict(members=sweep["n_members"], member=pick["member"], seed=pick["seed"],
                     train_loss=pick["final"]["train"]["loss"]))
 

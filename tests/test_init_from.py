@@ -118,6 +118,7 @@ def test_a_screen_phase_hands_on_its_member_with_the_lowest_training_loss(tmp_pa
     assert two.config.train.init_from == str(best) and two.config.optim.lr == 3e-4
     assert two.config.train.seed == load_run(best).config.train.seed == 7 + int(np.argmin(losses))
     assert _same(two.params_at(0), load_run(best).params)
+    assert phase_summary(run / "phase-1")["resumed_from"] is None
     assert phase_summary(run / "phase-1")["screen"] == dict(members=3, member=int(np.argmin(losses)),
                                                             seed=two.config.train.seed, train_loss=min(losses))
     capsys.readouterr()
