@@ -60,6 +60,14 @@ def _same_screen(d: Path, cfg: RunConfig, n: int) -> bool:
     return plan_digest(RunConfig.from_dict(plan["config"]), int(plan["seeds"]), {}) == plan_digest(cfg, n, {})
 
 
+def _finished(d: Path, same: bool, name: str, k: int) -> None:
+    """A finished phase is skipped only when it was trained with the config the recipe gives it now."""
+    if not same:
+        raise ConfigError(f"{d} was trained with another config than {name}'s phase {k} (or another --seed); choose "
+                          "a new --run-dir, or give the --seed it was trained with")
+    print(f"{d}: finished")
+
+
 def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report, progress: bool = True,
                  tensorboard: bool = True, profile=None) -> Path:
     """Train the recipe `name` into run_dir (see the module); `seed` sets every phase's train.seed (None: the
@@ -88,10 +96,7 @@ def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report
         if n := cfg.train.screen:
             base = replace(cfg, train=replace(cfg.train, screen=0))  # the sweep's own plan: a plain sweep's
             if finished_file(d).is_file():
-                if not _same_screen(d, base, n):
-                    raise ConfigError(f"{d} was screened with another config than {name}'s phase 1 (or another "
-                                      "--seed); choose a new --run-dir, or give the --seed it was trained with")
-                print(f"{d}: finished")
+                _finished(d, _same_screen(d, base, n), name, k)
             elif d.exists():
                 resume_sweep(d, progress=progress, tensorboard=tensorboard, expect=(base, n, {}))
             else:
@@ -106,10 +111,7 @@ def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report
             cfg = with_hard_pairs(cfg, round_file(run_dir, k), before, replayed)
         replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
         if (d / SUMMARY).is_file():
-            if read_config(d) != cfg:
-                raise ConfigError(f"{d} was trained with another config than {name}'s phase {k} (or another --seed); "
-                                  "choose a new --run-dir, or give the --seed it was trained with")
-            print(f"{d}: finished")
+            _finished(d, read_config(d) == cfg, name, k)
         elif d.exists():
             report(resume_run(d, cfg, progress=progress, tensorboard=tensorboard), d)
         else:
