@@ -34,6 +34,15 @@ from miiii.train import TrainState
 # orbax logs every save at INFO, and a failed write as a traceback from each of its threads; the failure also
 # reaches Checkpoints.save as an exception, which the run reports in one line
 logging.getLogger("absl").setLevel(logging.CRITICAL)
+
+
+def _not_unretrieved(record: logging.LogRecord) -> bool:
+    """A failed write fails several of orbax's asyncio tasks; save() awaits one, and asyncio prints each other one
+    as "Task exception was never retrieved" when it is collected (under load, after the run's one error line)."""
+    return not record.getMessage().startswith("Task exception was never retrieved")
+
+
+logging.getLogger("asyncio").addFilter(_not_unretrieved)
 ITEM = ocp.checkpoint_manager.DEFAULT_ITEM_NAME  # "default": a manager of one item saves it in STEP/default/
 
 

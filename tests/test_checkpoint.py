@@ -4,6 +4,7 @@ orbax warns of nothing."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import warnings
 
@@ -95,3 +96,25 @@ def test_every_preset_keeps_log_spaced_checkpoints():
     """make train's preset (nanda-cpu, grokking near step 700 of 3,000) keeps several before its grok step."""
     assert all(cfg.ckpt.keep_log >= 10 for cfg, _ in PRESETS.values())
     assert len([s for s in log_steps(3000, get_preset("nanda-cpu").ckpt.keep_log) if s < 700]) >= 10
+
+
+def test_an_asyncio_task_error_nobody_retrieved_prints_nothing(caplog):
+    """A failed checkpoint write fails several of orbax's tasks; the run reports one (its one error line) and
+    asyncio must not print the others when they are collected. Other asyncio errors still print."""
+    import asyncio
+    import gc
+
+    import miiii.checkpoint  # noqa: F401 - installs the filter
+
+    async def fails():
+        raise ValueError("the write failed")
+
+    async def start():
+        asyncio.get_running_loop().create_task(fails())
+        await asyncio.sleep(0)
+
+    asyncio.run(start())
+    gc.collect()
+    logging.getLogger("asyncio").error("another asyncio error")
+    said = [r.getMessage() for r in caplog.records if r.name == "asyncio"]  # what asyncio's logger let through
+    assert said == ["another asyncio error"], said
