@@ -19,6 +19,7 @@ import pytest
 
 from miiii.config import apply_overrides
 from miiii.presets import get_preset
+from miiii.rundir import LOCK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,13 +52,11 @@ def resume_cfg():
 
 @functools.cache
 def reference_run() -> Path:
-    """The uninterrupted run every resume test compares with (trained once per test session)."""
+    """The uninterrupted run every resume test compares with, trained once a session for every worker (`shared`).
+    Read, never changed."""
     from miiii.runner import train_run
 
-    d = Path(tempfile.mkdtemp(prefix="miiii-ref-"))
-    atexit.register(shutil.rmtree, d, True)
-    train_run(resume_cfg(), d / "run", progress=False)
-    return d / "run"
+    return shared("resume-reference", lambda d: train_run(resume_cfg(), d / "run", progress=False)) / "run"
 
 
 def assert_same_run(a: Path, b: Path) -> None:
@@ -77,11 +76,13 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 
 def tree_digest(d: Path) -> dict[str, str]:
-    """Every file under d with its hash: 'nothing changed' means equal digests."""
+    """Every file under d with its hash: 'nothing changed' means equal digests. A run's .lock counts by its presence
+    only: it holds the pid of the last process to take it, and a refused --resume of a copy of a shared run (built
+    by another pytest worker) writes its own."""
     if not d.exists():
         return {}
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
-            if p.is_file()}
+    return {str(p.relative_to(d)): "" if p.name == LOCK else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def start_cli(args: list[str]) -> subprocess.Popen:

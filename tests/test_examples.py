@@ -11,7 +11,10 @@ from miiii.analysis import neuron_freq_fractions, neuron_key_freqs, to_grid
 from miiii.cli import main as cli_main
 
 EXAMPLES = {name: ROOT / "examples" / f"{name}.py" for name in ("fourier_neurons", "ablation_sweep", "before_after")}
-TINY = ("train.steps=40", "ckpt.keep_log=3")  # kept steps 0, 1, 6, 40: a few, cheaply
+# test_figures.py's TINY, so that its nanda run, trained once per session (`finished_run`), serves both files: kept
+# steps 0, 1, 6, 40 (a few, cheaply), p = 13, no grokking in 40 steps
+TINY = ("p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
+        "train.chunk=40", "ckpt.keep_log=3")
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +25,10 @@ def tiny():
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "sw"
+    # no recording, no log-spaced checkpoints: the study reads the final parameters only, and the chunk compiles
+    # without the recording's programs
     assert cli_main(["sweep", "--preset", "nanda-tiny", "--seeds", "2", "--steps", "30", "--out", str(out),
+                     "--set", "record.acts=", "--set", "record.params=", "--set", "ckpt.keep_log=0",
                      "--no-progress"]) == 0
     return out
 

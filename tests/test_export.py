@@ -28,7 +28,7 @@ def _untrained_run(path, overrides):
     cfg = apply_overrides(get_preset("addition"), ["n_train=64", "n_valid=32", "steps=1"] + overrides)
     task = make_task(validate(cfg).task)
     trainer = make_trainer(cfg, task)
-    params = trainer.init(1).params
+    params = jax.jit(trainer.init, static_argnums=0)(1).params  # one compile, not one per operation
     # a tie's scale and angle away from 1 and 0, every norm's scale away from ones (a shared norm's copies must match)
     ones = lambda a: a.ndim == 1 and bool(np.all(np.asarray(a) == 1))  # noqa: E731
     params = jax.tree.map(lambda a: a + 0.7 if a.ndim == 0 else a * (1 + 0.5 * np.sin(np.arange(a.size))) if ones(a)

@@ -22,6 +22,7 @@ import _runhelp
 import numpy as np
 import pytest
 from _runhelp import ROOT, SLOW, make_legacy, tree_digest
+from test_faults import TINY_SETS
 
 from experiments.book import modes as book_modes
 from experiments.book import same_start
@@ -30,7 +31,8 @@ from experiments.paper import study as paper_study
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 
-SETS = ("steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50", "d_model=32", "record.every=5")
+# test_faults' TINY: the same compiled programs, and the same finished run (trained once a session)
+SETS = TINY_SETS
 CFG = apply_overrides(get_preset("nanda-tiny"), list(SETS))
 
 
@@ -41,17 +43,15 @@ def _finished() -> Path:
 
 @functools.cache
 def _interrupted() -> Path:
-    """CFG stopped after its checkpoint at step 12 (no params.npz, summary.json or checksums.json)."""
-    import atexit
-    import tempfile
-
+    """CFG stopped after its checkpoint at step 12 (no params.npz, summary.json or checksums.json), trained once a
+    session for every worker (test_faults_round3's unfinished run too). Read, never changed."""
     from miiii.runner import train_run
 
-    d = Path(tempfile.mkdtemp(prefix="miiii-interrupted-"))
-    atexit.register(shutil.rmtree, d, True)
-    with pytest.raises(_runhelp.Crash):
-        train_run(CFG, d / "run", progress=False, on_chunk=_runhelp.crash_at(12))
-    return d / "run"
+    def build(d: Path) -> None:
+        with pytest.raises(_runhelp.Crash):
+            train_run(CFG, d / "run", progress=False, on_chunk=_runhelp.crash_at(12))
+
+    return _runhelp.shared("tiny-crashed-at-12", build) / "run"
 
 
 def finished(tmp_path: Path) -> Path:

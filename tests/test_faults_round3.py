@@ -7,7 +7,11 @@ from __future__ import annotations
 from signal import SIGTERM
 
 import pytest
-from _runhelp import Crash, crash_at, signal_at, tree_digest
+from _runhelp import signal_at, tree_digest
+from test_faults import TINY_CFG
+from test_faults_files import _interrupted
+from test_sweep_resume import crashed as crashed_sweep
+from test_sweep_resume import reference as finished_sweep
 
 from miiii.cli import main
 from miiii.config import apply_overrides
@@ -15,6 +19,8 @@ from miiii.presets import get_preset
 
 TINY = ["p=11", "task.valid_size=20", "model.d_model=16", "model.d_mlp=32", "steps=20", "chunk=10",
         "ckpt.keep_log=0"]
+# The runs and sweeps the tests read are other files' (test_faults' TINY, test_sweep_resume's sweep), trained once a
+# session (`_runhelp.shared`): a config of this file's own would be one more compile, most of these tests' time.
 
 
 def _one_error(capsys, says: str) -> None:
@@ -31,17 +37,10 @@ def test_a_grid_value_given_twice_is_refused_before_anything_is_written(tmp_path
 
 
 @pytest.fixture(scope="module")
-def member_and_unfinished(tmp_path_factory):
-    """A finished sweep member and a run stopped after its first chunk (resumable, no summary.json)."""
-    from miiii.runner import train_run
-    from miiii.sweep import run_sweep
-
-    d = tmp_path_factory.mktemp("page")
-    cfg = apply_overrides(get_preset("nanda-tiny"), TINY)
-    run_sweep(cfg, 2, {}, d / "sweep", progress=False, tensorboard=False)
-    with pytest.raises(Crash):
-        train_run(cfg, d / "unfinished", progress=False, on_chunk=crash_at(10), tensorboard=False)
-    return d / "sweep" / "member_001", d / "unfinished"
+def member_and_unfinished():
+    """A finished sweep member (30 steps, lr 3e-3 of a grid over lr) and a run stopped after its first chunk (step 12
+    of 24: resumable, no summary.json). Shared: read, never changed."""
+    return finished_sweep() / "member_001", _interrupted()
 
 
 @pytest.mark.parametrize("which", ["sweep member", "unfinished run"])
@@ -53,9 +52,9 @@ def test_page_works_on_a_sweep_member_and_an_unfinished_run(member_and_unfinishe
     text = out.read_text()
     assert "<h2>Grok step per task" in text and "<h2>Config" in text
     if which == "unfinished run":
-        assert "10 steps of 20" in text and "has not finished" in text
+        assert "12 steps of 24" in text and "has not finished" in text
     else:
-        assert "20 steps" in text and "parameters" in text
+        assert "30 steps" in text and "parameters" in text
     assert tree_digest(run) == before  # a page reads a run, never writes into it
 
 
@@ -94,12 +93,11 @@ def test_a_study_refuses_out_of_range_counts_before_it_trains(tmp_path, monkeypa
 
 def test_a_sweep_resume_refused_for_one_damaged_member_touches_no_other(tmp_path, capsys):
     """member_001 lost its metrics.npz: `sweep --resume` must refuse before it cuts any member back (their later
-    checkpoints, metrics and recordings stay byte for byte)."""
-    from miiii.sweep import run_sweep
+    checkpoints, metrics and recordings stay byte for byte): without the check the common step falls to 0 and
+    member_000's checkpoints 10 and 20 go."""
+    import shutil
 
-    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10", "ckpt.keep_log=20"])
-    with pytest.raises(Crash):
-        run_sweep(cfg, 2, {}, tmp_path / "sw", progress=False, tensorboard=False, on_chunk=crash_at(30))
+    shutil.copytree(crashed_sweep(), tmp_path / "sw")  # stopped after its checkpoint at step 20 of 30
     (tmp_path / "sw" / "member_001" / "metrics.npz").unlink()
     before = tree_digest(tmp_path / "sw")
     assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
@@ -147,7 +145,7 @@ def test_an_edited_member_json_is_refused_where_it_is_read(member_and_unfinished
 
     d = tmp_path / "member"
     shutil.copytree(member_and_unfinished[0], d)
-    assert load_run(d).member["seed"] == 1
+    assert load_run(d).member["seed"] == 0
     info = json.loads((d / "member.json").read_text())
     (d / "member.json").write_text(json.dumps(info | {"seed": 7}))
     with pytest.raises(ConfigError, match="member.json is damaged.*train.seed = 7"):
@@ -158,13 +156,9 @@ def test_a_sweep_plan_edited_to_a_subset_is_refused(tmp_path, capsys):
     """sweep-plan.json's grid cut to one of its two values: the resume would finish half the members and call the
     sweep complete; it is refused, nothing changed."""
     import json
+    import shutil
 
-    from miiii.sweep import parse_grid, run_sweep
-
-    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10"])
-    with pytest.raises(Crash):
-        run_sweep(cfg, 1, parse_grid(["lr=1e-3,3e-3"]), tmp_path / "sw", progress=False, tensorboard=False,
-                  on_chunk=crash_at(20))
+    shutil.copytree(crashed_sweep(), tmp_path / "sw")  # lr 1e-3 and 3e-3, stopped at step 20
     plan = json.loads((tmp_path / "sw" / "sweep-plan.json").read_text())
     plan["grid"]["optim.lr"] = plan["grid"]["optim.lr"][:1]
     (tmp_path / "sw" / "sweep-plan.json").write_text(json.dumps(plan))
@@ -273,11 +267,9 @@ def test_compare_reads_a_run_that_has_not_finished(member_and_unfinished, tmp_pa
 def test_a_resume_refuses_an_npy_whose_header_was_edited(tmp_path, capsys):
     """The rows' crc32s do not cover an .npy header: an edit of it (here fortran_order, same length) is refused by
     the resume before anything changes, instead of a run that finishes and then fails to load."""
-    from miiii.runner import train_run
+    import shutil
 
-    cfg = apply_overrides(get_preset("nanda-tiny"), [*TINY, "steps=40", "ckpt.every=10"])
-    with pytest.raises(Crash):
-        train_run(cfg, tmp_path / "run", progress=False, on_chunk=crash_at(20), tensorboard=False)
+    shutil.copytree(_interrupted(), tmp_path / "run")  # stopped at step 12 of 24
     npy = next((tmp_path / "run" / "acts").glob("*hook_post*.npy"))
     raw = npy.read_bytes()
     assert b"'fortran_order': False" in raw[:128]
@@ -315,7 +307,7 @@ def test_a_ctrl_c_swallowed_after_a_study_s_last_safe_point_still_ends_in_130(ca
     assert errors.one_line_errors(lambda: 0) == 0 and errors.one_line_errors(lambda: 3) == 3
 
 
-TINY_RUN = apply_overrides(get_preset("nanda-tiny"), TINY)
+TINY_RUN = TINY_CFG  # 24 steps in chunks of 12
 
 
 def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path):
@@ -330,23 +322,23 @@ def test_a_stop_asked_in_a_run_s_last_chunk_stops_what_comes_next_once(tmp_path)
     from miiii.sweep import run_sweep
 
     with errors.carrying_stops():
-        summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=signal_at(20, SIGTERM),
+        summary = train_run(TINY_RUN, tmp_path / "run", progress=False, on_chunk=signal_at(24, SIGTERM),
                             tensorboard=False)
-        assert summary["steps"] == 20 and (tmp_path / "run" / "summary.json").is_file()
+        assert summary["steps"] == 24 and (tmp_path / "run" / "summary.json").is_file()
         assert errors.interrupt_pending()
         with pytest.raises(Interrupted):
             run_sweep(TINY_RUN, 2, {}, tmp_path / "sweep", progress=False, tensorboard=False)
         assert not (tmp_path / "sweep").exists() and not errors.interrupt_pending()
-        assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 20
-        with pytest.raises(Interrupted):  # stopped at step 10 of 20: served
-            train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=signal_at(10, SIGTERM), tensorboard=False)
+        assert train_run(TINY_RUN, tmp_path / "next", progress=False, tensorboard=False)["steps"] == 24
+        with pytest.raises(Interrupted):  # stopped at step 12 of 24: served
+            train_run(TINY_RUN, tmp_path / "early", progress=False, on_chunk=signal_at(12, SIGTERM), tensorboard=False)
         assert not errors.interrupt_pending()
         with pytest.raises(Interrupted):  # a Ctrl-C remembered mid-run (a gc callback swallowed it): served too
             train_run(TINY_RUN, tmp_path / "gc", progress=False, tensorboard=False,
-                      on_chunk=lambda step: errors.remember_interrupt() if step == 10 else None)
+                      on_chunk=lambda step: errors.remember_interrupt() if step == 12 else None)
         assert not errors.interrupt_pending()
-    summary = train_run(TINY_RUN, tmp_path / "nb", progress=False, on_chunk=signal_at(20, SIGTERM), tensorboard=False)
-    assert summary["steps"] == 20 and not errors.interrupt_pending()  # a notebook's next run is not stopped
+    summary = train_run(TINY_RUN, tmp_path / "nb", progress=False, on_chunk=signal_at(24, SIGTERM), tensorboard=False)
+    assert summary["steps"] == 24 and not errors.interrupt_pending()  # a notebook's next run is not stopped
 
 
 def test_a_paper_study_stopped_in_a_run_s_last_chunk_writes_no_report(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,7 @@ import matplotlib.image
 import matplotlib.pyplot
 import numpy as np
 import pytest
-from _runhelp import SLOW, shared
+from _runhelp import SLOW, finished_run, shared
 
 from experiments.paper import study as paper
 from experiments.paper.claims import CLAIMS, VERDICTS, claims, rule_text
@@ -33,21 +33,20 @@ from miiii.sweep import plot_grok_steps
 from miiii.train import make_trainer
 from miiii.validate import validate
 
-TINY = ["p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
-        "train.chunk=40", "ckpt.keep_log=0"]
-
-
-def _train(preset, run_dir, extra=()):
-    train_run(apply_overrides(get_preset(preset), TINY + list(extra)), run_dir, progress=False)
-    return run_dir
+# the nanda run is also test_examples.py's (the same overrides: `finished_run` trains it once per session), which
+# reads its kept steps 0, 1, 6 and 40
+TINY = ("p=13", "task.train_frac=0.5", "task.valid_size=30", "model.d_model=32", "model.d_mlp=64", "steps=40",
+        "train.chunk=40", "ckpt.keep_log=3")
 
 
 def _build_runs(root: Path) -> None:
-    nanda = _train("nanda-tiny", root / "nanda")
-    assert (nanda / "acts" / "index.json").is_file()  # the preset records W_E, W_pos, neurons, logits
-    miiii = _train("miiii-tiny", root / "miiii")
-    basis = root / "basis"  # the report reads only files: a relabelled copy of the miiii run saves a training
-    shutil.copytree(miiii, basis, ignore=shutil.ignore_patterns("ckpt", "ckpt.json"))  # no config copy to clash
+    """Copies named as the figures name them (fig05_accuracy_nanda: the run directory's name) of the two runs, and a
+    relabelled copy of the miiii run: the report reads only files, so the basis run saves a training."""
+    for preset in ("nanda-tiny", "miiii-tiny"):
+        shutil.copytree(finished_run(preset, *TINY).path, root / preset.removesuffix("-tiny"))
+    assert (root / "nanda" / "acts" / "index.json").is_file()  # the preset records W_E, W_pos, neurons, logits
+    basis = root / "basis"
+    shutil.copytree(root / "miiii", basis, ignore=shutil.ignore_patterns("ckpt", "ckpt.json"))  # no config to clash
     cfg = json.loads((basis / "config.json").read_text())
     cfg["task"]["variant"] = "basis"
     (basis / "config.json").write_text(json.dumps(cfg))
@@ -57,7 +56,7 @@ def _build_runs(root: Path) -> None:
 @pytest.fixture(scope="module")
 def runs():
     """The nanda, miiii and basis runs the figure tests read, trained once per session (by whichever worker asks
-    first: `_runhelp.shared`)."""
+    first: `_runhelp.finished_run`, `_runhelp.shared`)."""
     root = shared("figures-runs", _build_runs)
     return {name: root / name for name in ("nanda", "miiii", "basis")}
 
@@ -532,9 +531,9 @@ def test_film_marks_grok_steps_and_gives_neurons_a_colour_bar(runs, monkeypatch)
     run = _grokked(load_run(runs["nanda"]), {0: 12})
     shown = []
     monkeypatch.setattr(F.plt, "close", lambda fig: shown.append(fig))
-    for _ in F.frames(run, 8):
+    for _ in F.frames(run, 4):  # each frame is seconds of drawing; four span the run (before and after the grok)
         pass
-    assert len(shown) == 8
+    assert len(shown) == 4
     scale = {}  # neuron panel -> its colour scales over the frames
     for fig in shown:
         step = int(fig.get_suptitle().rsplit("step ", 1)[1])

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import RESUME_ARGS, SLOW, assert_same_run, reference_run, resume_cfg, tree_digest
+from _runhelp import SLOW, assert_same_run, tree_digest
+from test_faults import TINY, TINY_CFG, crashed_tiny, tiny_reference
 
 import miiii.recorder
 from miiii.cli import main
@@ -23,52 +24,40 @@ from miiii.runner import resume_run, train_run
 from miiii.tasks import TaskConfig
 from miiii.validate import validate
 
-
-class Crash(Exception):
-    pass
-
-
-def crashed_run(tmp_path: Path, at: int) -> Path:
-    """The shared config, stopped after the checkpoint at step `at` as if the process had died there."""
-
-    def crash(step):
-        if step == at:
-            raise Crash
-
-    with pytest.raises(Crash):
-        train_run(resume_cfg(), tmp_path / "run", progress=False, on_chunk=crash)
-    return tmp_path / "run"
+# test_faults' TINY (24 steps, checkpoints 0, 12, 24), its finished run and its run stopped after checkpoint 24
+# (`crashed_tiny`): programs compiled and runs trained once a session for both files. What resumes must restore
+# besides the parameters (the EMA, the key, the data order: miiii-tiny's minibatches and dropout) is test_resume's.
 
 
 @SLOW
 def test_flipped_byte_in_newest_checkpoint_falls_back_and_finishes_bit_identical(tmp_path, capsys):
-    run_dir = crashed_run(tmp_path, at=60)
-    newest = run_dir / "ckpt" / "60"
+    run_dir = crashed_tiny(tmp_path)
+    newest = run_dir / "ckpt" / "24"
     data = max((p for p in newest.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 2] ^= 0x01
     data.write_bytes(bytes(raw))
     assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert "checkpoint 60" in err and ("damaged" in err or "does not restore" in err), err
-    assert "resuming" in err and "from step 40" in err
-    assert_same_run(reference_run(), run_dir)
+    assert "checkpoint 24" in err and ("damaged" in err or "does not restore" in err), err
+    assert "resuming" in err and "from step 12" in err
+    assert_same_run(tiny_reference(), run_dir)
 
 
 def test_checksum_mismatch_alone_is_caught(tmp_path, capsys):
     """orbax restores a silently altered checkpoint; only our checksum notices (here: the stored sum changed)."""
-    run_dir = crashed_run(tmp_path, at=40)
+    run_dir = crashed_tiny(tmp_path)
     meta = json.loads((run_dir / "ckpt.json").read_text())
-    meta["checksums"]["40"] = "0" * 64
+    meta["checksums"]["24"] = "0" * 64
     (run_dir / "ckpt.json").write_text(json.dumps(meta))
     resume_run(run_dir, progress=False)
     err = capsys.readouterr().err
-    assert "checkpoint 40 is damaged (checksum mismatch)" in err and "from step 20" in err
-    assert_same_run(reference_run(), run_dir)
+    assert "checkpoint 24 is damaged (checksum mismatch)" in err and "from step 12" in err
+    assert_same_run(tiny_reference(), run_dir)
 
 
 def test_no_good_checkpoint_is_an_error_and_changes_nothing(tmp_path, capsys):
-    run_dir = crashed_run(tmp_path, at=20)
+    run_dir = crashed_tiny(tmp_path)
     meta = json.loads((run_dir / "ckpt.json").read_text())
     meta["checksums"] = {k: "0" * 64 for k in meta["checksums"]}
     (run_dir / "ckpt.json").write_text(json.dumps(meta))
@@ -84,19 +73,19 @@ def test_disk_full_while_writing_activations_stops_with_file_and_free_space(tmp_
 
     def full_disk(f, offset, rows):
         calls["n"] += 1
-        if calls["n"] > 12:  # some chunks in: the disk fills up
+        if calls["n"] > 5:  # the second chunk's rows (five files a chunk): the disk fills up
             raise OSError(errno.ENOSPC, "No space left on device")
         real(f, offset, rows)
 
     monkeypatch.setattr(miiii.recorder, "_write_rows", full_disk)
     with pytest.raises(RunError) as e:
-        train_run(resume_cfg(), tmp_path / "run", progress=False)
+        train_run(TINY_CFG, tmp_path / "run", progress=False)
     msg = str(e.value)
     assert "acts/" in msg and ".npy" in msg and "No space left on device" in msg and "bytes free" in msg
     assert "--resume" in msg
     monkeypatch.setattr(miiii.recorder, "_write_rows", real)  # space freed
     resume_run(tmp_path / "run", progress=False)
-    assert_same_run(reference_run(), tmp_path / "run")
+    assert_same_run(tiny_reference(), tmp_path / "run")
 
 
 def test_disk_full_exit_status_and_message_from_the_cli(tmp_path, monkeypatch, capsys):
@@ -104,7 +93,7 @@ def test_disk_full_exit_status_and_message_from_the_cli(tmp_path, monkeypatch, c
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(miiii.recorder, "_write_rows", full_disk)
-    rc = main(["train", *RESUME_ARGS, "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    rc = main(["train", *TINY, "--run-dir", str(tmp_path / "run"), "--no-progress"])
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert rc == 1 and last.startswith("error: writing ") and "bytes free" in last and "Traceback" not in err
@@ -112,7 +101,7 @@ def test_disk_full_exit_status_and_message_from_the_cli(tmp_path, monkeypatch, c
 
 def damaged_copy(tmp_path: Path, what: str) -> Path:
     run_dir = tmp_path / "run"
-    shutil.copytree(reference_run(), run_dir)
+    shutil.copytree(tiny_reference(), run_dir)
     if what == "metrics":
         p = run_dir / "metrics.npz"
         p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
@@ -230,7 +219,7 @@ def test_presets_bad_flag_exits_2(capsys):
 
 
 def test_acts_are_readable_with_numpy_alone():
-    run_dir = reference_run()
+    run_dir = tiny_reference()
     index = json.loads((run_dir / "acts" / "index.json").read_text())
     for meta in index["arrays"].values():
         a = np.load(run_dir / "acts" / meta["file"], mmap_mode="r")
@@ -248,7 +237,7 @@ def test_write_error_in_metrics_or_checkpoint_leaves_a_resumable_run(tmp_path, m
     def fail_third(real):
         def patched(*args, **kwargs):
             calls["n"] += 1
-            if calls["n"] == 3:  # the checkpoint at step 40
+            if calls["n"] == 3:  # metrics.npz: checkpoint 12's; the checkpoint: 24
                 raise OSError(errno.EIO, "Input/output error")
             return real(*args, **kwargs)
         return patched
@@ -258,10 +247,10 @@ def test_write_error_in_metrics_or_checkpoint_leaves_a_resumable_run(tmp_path, m
     else:
         monkeypatch.setattr(ocp.CheckpointManager, "save", fail_third(ocp.CheckpointManager.save))
     with pytest.raises(RunError) as e:
-        train_run(resume_cfg(), tmp_path / "run", progress=False)
+        train_run(TINY_CFG, tmp_path / "run", progress=False)
     msg = str(e.value)
-    named = "metrics.npz" if where == "metrics" else "ckpt/40"
+    named = "metrics.npz" if where == "metrics" else "ckpt/24"
     assert named in msg and "Input/output error" in msg and "bytes free" in msg, msg
     monkeypatch.undo()
     resume_run(tmp_path / "run", progress=False)
-    assert_same_run(reference_run(), tmp_path / "run")
+    assert_same_run(tiny_reference(), tmp_path / "run")

@@ -4,6 +4,8 @@ and hooks that really replace what the pass goes on with."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,11 +19,12 @@ from miiii.tasks import make_task
 from miiii.train import make_trainer
 
 
+@functools.cache  # per worker: the tests below read (never change) a preset's model and parameters
 def setup(preset: str, seed: int = 0):
     cfg = get_preset(preset)
     task = make_task(cfg.task)
     trainer = make_trainer(cfg, task)
-    return cfg, task, trainer, jax.jit(trainer.init, static_argnums=0)(seed).params
+    return cfg, task, trainer, jax.jit(trainer.init)(seed).params  # the seed traced: one program for every seed
 
 
 def numpy_forward(params, x, cfg) -> dict:
@@ -187,7 +190,7 @@ def test_patching_the_residual_stream_carries_the_answer():
 def test_jit_and_vmap_over_seeds():
     cfg, task, trainer, _ = setup("miiii-tiny")
     model = HookedModel.of(cfg, task)
-    params = jax.vmap(trainer.init)(jnp.arange(2))[0]  # two seeds stacked
+    params = jax.jit(jax.vmap(trainer.init))(jnp.arange(2))[0]  # two seeds stacked (jitted: one compile)
     x = jnp.asarray(task.valid.x[:16])
     names = ("blocks.0.attn.hook_pattern", "blocks.0.mlp.hook_post")
     batched = jax.jit(jax.vmap(lambda p: model.run_with_cache(p, x, names)))(params)

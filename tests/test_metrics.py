@@ -17,7 +17,8 @@ from miiii.train import make_trainer
 
 
 def tiny():
-    cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=12", "chunk=6", "eval_every=4"])
+    # no log-spaced checkpoints: nothing here restores one (a resume takes ckpt.every's), and each costs a save
+    cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=12", "chunk=6", "eval_every=4", "ckpt.keep_log=0"])
     return cfg.__class__(**{**cfg.__dict__, "record": RecordConfig()})
 
 
@@ -42,11 +43,19 @@ def _abs_max(c):
 ABS_MAX = M.Metric("abs_max", "param", True, _abs_max, "largest |w| of each parameter array")
 
 
-def test_a_new_per_parameter_metric_is_one_entry_and_reaches_every_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(M, "METRICS", (*M.METRICS, ABS_MAX))
+@pytest.fixture(scope="module")
+def abs_max_run(tmp_path_factory):
+    """tiny() trained once with ABS_MAX added to the table: the new metric's test and the weight norms' read it."""
+    run = tmp_path_factory.mktemp("abs_max") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "METRICS", (*M.METRICS, ABS_MAX))
+        train_run(tiny(), run, progress=False, tensorboard=False)
+    return run
+
+
+def test_a_new_per_parameter_metric_is_one_entry_and_reaches_every_file(abs_max_run):
     cfg = tiny()
-    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
-    run = load_run(tmp_path / "run")
+    run = load_run(abs_max_run)
     names = list(run.metrics["grad_names"])
     got = run.metrics["abs_max"]
     assert got.shape == (12, len(names))
@@ -56,9 +65,9 @@ def test_a_new_per_parameter_metric_is_one_entry_and_reaches_every_file(tmp_path
     np.testing.assert_array_equal(got[0], [np.abs(v).max() for v in init.values()])
     assert not np.allclose(got[0], got[-1])  # it moves as the run trains
     # metrics.jsonl (and so TensorBoard, whose tags are its columns) carries one column per parameter array
-    first = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    first = json.loads((abs_max_run / "metrics.jsonl").read_text().splitlines()[0])
     assert len([c for c in first if c.startswith("abs_max/")]) == len(names)
-    log = read_metrics_log(tmp_path / "run")
+    log = read_metrics_log(abs_max_run)
     np.testing.assert_array_equal(log["abs_max"], got[log["step"]])
     assert log["task_names"].tolist() == list(run.metrics["task_names"])
 
@@ -131,10 +140,9 @@ def test_softmax_collapse_is_the_share_whose_float32_softmax_is_exactly_one():
     assert float(M.max_logit(_ctx(logits, y, n_classes, groups))) == lg.max()
 
 
-def test_weight_norms_are_every_runs_and_start_at_the_initial_parameters(tmp_path):
-    cfg = tiny()
-    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
-    m = load_run(tmp_path / "run").metrics
+def test_weight_norms_are_every_runs_and_start_at_the_initial_parameters(abs_max_run):
+    cfg = tiny()  # the run with a metric added: every run's metrics are there too
+    m = load_run(abs_max_run).metrics
     init = flatten_params(jax.device_get(make_trainer(cfg, prepare(cfg)).init(cfg.train.seed).params))
     norms = [np.sqrt(np.sum(np.square(v.astype(np.float64)))) for v in init.values()]
     np.testing.assert_allclose(m["weight_norm"][0], norms, rtol=1e-5)
@@ -196,12 +204,17 @@ def test_the_trainer_reads_collapse_and_the_top_logit_off_the_loss_pass(dtype, l
     w = (np.arange(b) < 40).astype(np.float32)
     spec = {"n_classes": jnp.asarray(n_classes), "groups": jnp.asarray(groups),
             "loss_weight": jnp.full((S,), 1 / S), "group_loss": jnp.asarray(groups / groups.sum(1, keepdims=True))}
-    *_, slots = loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), spec, buckets, jnp.asarray(w), loss=loss,
-                                 dtype=dtype, stats=True)
-    alone = M.StepContext(*[None] * 7, jnp.asarray(logits), jnp.asarray(y), spec, buckets, jnp.asarray(w), dtype)
-    handed = alone._replace(slot_stats=slots)
-    want = np.asarray(M.softmax_collapse(alone))
+
+    @jax.jit  # one compile, not one per operation (as the trainer runs it)
+    def read(logits, y, w):
+        *_, slots = loss_and_metrics(logits, y, spec, buckets, w, loss=loss, dtype=dtype, stats=True)
+        alone = M.StepContext(*[None] * 7, logits, y, spec, buckets, w, dtype)
+        handed = alone._replace(slot_stats=slots)
+        return (M.softmax_collapse(alone), M.softmax_collapse(handed)), (M.max_logit(alone), M.max_logit(handed))
+
+    (want, got), (top_alone, top_handed) = read(jnp.asarray(logits), jnp.asarray(y), jnp.asarray(w))
+    want = np.asarray(want)
     assert 0 < want.min() and want.max() < 1
-    np.testing.assert_array_equal(np.asarray(M.softmax_collapse(handed)), want)
-    assert float(M.max_logit(handed)) == float(M.max_logit(alone)) == np.where(
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert float(top_handed) == float(top_alone) == np.where(
         np.arange(C)[None, None] < n_classes[None, :, None], logits, -np.inf).max()

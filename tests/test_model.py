@@ -1,5 +1,9 @@
-"""The transformer family: exact parameter counts, shapes, an independent numpy forward, causality."""
+"""The transformer family: exact parameter counts, shapes, an independent numpy forward, causality.
 
+Outside test_jit_and_eager_agree the model runs jitted: op by op, every primitive is a compile of its own (the
+gradient tests took 20-50 s eager, 4-12 s jitted), and init is cached per preset (one init per worker)."""
+
+import functools
 from dataclasses import replace
 
 import jax
@@ -13,17 +17,33 @@ from miiii.presets import get_preset
 from miiii.tasks import make_task
 
 
-def init(preset, **model_changes):
+def build(preset, **model_changes):
     cfg = get_preset(preset)
     cfg = replace(cfg, model=replace(cfg.model, **model_changes))
     task = make_task(cfg.task)
-    model = build_model(cfg.model, task)
-    params = model.init({"params": jax.random.key(0)}, jnp.asarray(task.train.x[:2]))["params"]
+    return cfg, task, build_model(cfg.model, task)
+
+
+def init(preset, **model_changes):
+    model = get_preset(preset).model  # a change to the preset's own value is none: one init for both spellings
+    return _init(preset, tuple(sorted((k, v) for k, v in model_changes.items() if getattr(model, k) != v)))
+
+
+@functools.cache
+def _init(preset, model_changes):
+    cfg, task, model = build(preset, **dict(model_changes))
+    params = jax.jit(model.init)({"params": jax.random.key(0)}, jnp.asarray(task.train.x[:2]))["params"]
     return cfg, task, model, params
 
 
+def jitted(model):
+    """model.apply, jitted (train and bucketed are Python branches)."""
+    return jax.jit(model.apply, static_argnames=("train", "bucketed"))
+
+
 def test_book_model_has_exactly_17760_parameters():
-    _, _, _, params = init("addition")
+    _, task, model = build("addition")  # the shapes are the property: traced, nothing computed
+    params = jax.eval_shape(model.init, {"params": jax.random.key(0)}, jnp.asarray(task.train.x[:2]))["params"]
     assert count_params(params) == 17_760
     assert params["W_E"].size == 448 and params["W_pos"].size == 416  # 14 x 32, 13 x 32
     for i in range(2):
@@ -44,7 +64,7 @@ def test_paper_model_shapes():
     assert mlp["W_in"].shape == (d, 4 * d) and mlp["W_out"].shape == (4 * d, d)
     assert set(mlp) == {"W_in", "W_out"}  # no biases, no LayerNorm in the paper model
     assert params["W_U"].shape == (29, d, 109)  # classes >= 109 are never a label
-    logits, acts = model.apply({"params": params}, jnp.asarray(task.valid.x[:5]))
+    logits, acts = jitted(model)({"params": params}, jnp.asarray(task.valid.x[:5]))
     assert logits.shape == (5, 29, 109)
     assert acts["blocks.0.attn.hook_pattern"].shape == (5, H, 1, 3)  # from the last position
     assert acts["blocks.0.mlp.hook_post"].shape == (5, 1, 4 * d)
@@ -73,12 +93,13 @@ def numpy_paper_forward(params, x, xp=np):
 def test_last_position_readout_equals_full_numpy_forward(preset):
     _, task, model, params = init(preset)
     x = task.train.x[:16]
-    logits, _ = model.apply({"params": params}, jnp.asarray(x))
+    apply = jitted(model)
+    logits, _ = apply({"params": params}, jnp.asarray(x))
     valid = np.arange(task.d_out)[None, :] < task.n_classes[:, None]  # (S, C): the classes a slot can have
     want = numpy_paper_forward(params, x)
     np.testing.assert_allclose(np.asarray(logits)[:, valid], want[:, valid], rtol=2e-4, atol=2e-4)
     # the bucketed form the loss reads holds the same numbers, each bucket as wide as its widest task
-    parts, _ = model.apply({"params": params}, jnp.asarray(x), bucketed=True)
+    parts, _ = apply({"params": params}, jnp.asarray(x), bucketed=True)
     assert [a.shape[1:] for a in parts] == [(s1 - s0, w) for s0, s1, w in task.class_buckets]
     for (s0, s1, w), a in zip(task.class_buckets, parts, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(logits)[:, s0:s1, :w])
@@ -91,9 +112,9 @@ def test_gradients_equal_the_textbook_forward(preset):
     _, task, model, params = init(preset)
     x = jnp.asarray(task.train.x[:32])
     valid = np.arange(task.d_out)[None, :] < task.n_classes[:, None]  # classes >= n_classes are never labels
-    r = jax.random.normal(jax.random.key(1), model.apply({"params": params}, x)[0].shape) * valid
-    ours = jax.grad(lambda p: (model.apply({"params": p}, x)[0] * r).sum())(params)
-    want = jax.grad(lambda p: (numpy_paper_forward(p, x, jnp) * r).sum())(params)
+    r = jax.random.normal(jax.random.key(1), jax.eval_shape(model.apply, {"params": params}, x)[0].shape) * valid
+    ours = jax.jit(jax.grad(lambda p: (model.apply({"params": p}, x)[0] * r).sum()))(params)
+    want = jax.jit(jax.grad(lambda p: (numpy_paper_forward(p, x, jnp) * r).sum()))(params)
     for (path, g), w in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * float(jnp.abs(w).max()), err_msg=str(path))
 
@@ -122,17 +143,24 @@ def textbook_book_forward(params, x, causal=True, xp=jnp):
     return ln(h, params["ln_final"]) @ params["W_E"].T
 
 
+def logits_and_grad(f, params, r):
+    """f(params) and the gradient of (f(params) * r).sum(): one jitted program."""
+    def both(p):
+        logits, pullback = jax.vjp(f, p)
+        return logits, pullback(r)[0]
+    return jax.jit(both)(params)
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_book_model_logits_and_gradients_equal_the_textbook_forward(causal):
     """Block 0 gathers Q, K, V from a table of LN(W_E[v] + W_pos[i]) @ W over all (token, position) pairs: the
     logits and every parameter's gradient must be the textbook model's."""
     _, task, model, params = init("addition-tiny", causal=causal)
     x = jnp.asarray(task.train.x[:32])
-    logits = model.apply({"params": params}, x)[0]
-    np.testing.assert_allclose(logits, textbook_book_forward(params, x, causal), rtol=1e-4, atol=1e-4)
-    r = jax.random.normal(jax.random.key(1), logits.shape)
-    ours = jax.jit(jax.grad(lambda p: (model.apply({"params": p}, x)[0] * r).sum()))(params)
-    want = jax.jit(jax.grad(lambda p: (textbook_book_forward(p, x, causal) * r).sum()))(params)
+    r = jax.random.normal(jax.random.key(1), jax.eval_shape(model.apply, {"params": params}, x)[0].shape)
+    logits, ours = logits_and_grad(lambda p: model.apply({"params": p}, x)[0], params, r)
+    want_logits, want = logits_and_grad(lambda p: textbook_book_forward(p, x, causal), params, r)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
     for (path, g), w in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * float(jnp.abs(w).max()), err_msg=str(path))
 
@@ -153,8 +181,9 @@ def test_causality(causal):
     x = np.array(task.train.x[:4])
     y = x.copy()
     y[:, 7:] = (y[:, 7:] + 3) % 10
-    lx = np.asarray(model.apply({"params": params}, jnp.asarray(x))[0])
-    ly = np.asarray(model.apply({"params": params}, jnp.asarray(y))[0])
+    apply = jitted(model)
+    lx = np.asarray(apply({"params": params}, jnp.asarray(x))[0])
+    ly = np.asarray(apply({"params": params}, jnp.asarray(y))[0])
     same_before = np.array_equal(lx[:, :7], ly[:, :7])
     assert same_before == causal
     assert not np.array_equal(lx[:, 7:], ly[:, 7:])
@@ -176,10 +205,11 @@ def test_causal_gradient_from_later_positions_is_zero():
 def test_dropout_only_in_training_mode():
     _, task, model, params = init("miiii-tiny")
     x = jnp.asarray(task.train.x[:8])
-    e1 = model.apply({"params": params}, x, train=False)[0]
-    e2 = model.apply({"params": params}, x, train=False)[0]
-    t1 = model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(1)})[0]
-    t2 = model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(2)})[0]
+    apply = jitted(model)
+    e1 = apply({"params": params}, x, train=False)[0]
+    e2 = apply({"params": params}, x, train=False)[0]
+    t1 = apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(1)})[0]
+    t2 = apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(2)})[0]
     np.testing.assert_array_equal(e1, e2)
     assert not np.allclose(t1, t2)
 

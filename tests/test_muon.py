@@ -21,9 +21,11 @@ from miiii.train import make_trainer
 from miiii.validate import validate
 
 
-def params_of(preset):
+def params_of(preset, shapes=False):
+    """The preset's initial parameters; `shapes`: their shapes alone (traced, nothing computed), all the labels read."""
     cfg = get_preset(preset)
-    return make_trainer(cfg, prepare(cfg)).init(0).params
+    init = make_trainer(cfg, prepare(cfg)).init
+    return jax.eval_shape(init, 0).params if shapes else init(0).params
 
 
 def flat(tree):
@@ -32,7 +34,7 @@ def flat(tree):
 
 
 def test_which_arrays_get_muon_nanda():
-    assert flat(muon_labels(params_of("nanda-tiny"))) == {
+    assert flat(muon_labels(params_of("nanda-tiny", shapes=True))) == {
         "W_E": "adamw", "W_pos": "adamw", "W_U": "adamw",
         "blocks_0.attn.W_Q": "muon", "blocks_0.attn.W_K": "muon", "blocks_0.attn.W_V": "muon",
         "blocks_0.attn.W_O": "muon", "blocks_0.mlp.W_in": "muon", "blocks_0.mlp.W_out": "muon",
@@ -42,7 +44,7 @@ def test_which_arrays_get_muon_nanda():
 
 def test_which_arrays_get_muon_book_model():
     """Two layers, LayerNorms, a tied head (no W_U): every LayerNorm array and the embeddings are AdamW's."""
-    labels = flat(muon_labels(params_of("addition-tiny")))
+    labels = flat(muon_labels(params_of("addition-tiny", shapes=True)))
     muon = {k for k, v in labels.items() if v == "muon"}
     assert muon == {f"blocks_{i}.{m}" for i in range(2) for m in
                     ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O", "mlp.W_in", "mlp.W_out")}

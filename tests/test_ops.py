@@ -21,14 +21,15 @@ from miiii.rundir import read_metrics_log
 from miiii.runner import resume_run, train_run
 from miiii.session import profiled_chunk
 
-# one small program for the tests here (compiled once: the persistent cache shares it between tests and workers)
+# one small program for the tests here and test_gpu_box.py's CLI runs (compiled once: the persistent cache shares it
+# between tests, workers and processes); no log-spaced checkpoints, whose snapshots make the first chunk a second one
 TINY = ["--preset", "nanda-tiny", "--steps", "40", "--set", "chunk=20", "--set", "eval_every=3",
-        "--set", "record.acts=", "--set", "record.params="]
+        "--set", "record.acts=", "--set", "record.params=", "--set", "ckpt.keep_log=0"]
 
 
 def tiny_cfg():
-    return replace(apply_overrides(get_preset("nanda-tiny"), ["steps=40", "chunk=20", "eval_every=3"]),
-                   record=RecordConfig())
+    return replace(apply_overrides(get_preset("nanda-tiny"), ["steps=40", "chunk=20", "eval_every=3",
+                                                              "ckpt.keep_log=0"]), record=RecordConfig())
 
 
 def evaluated_rows(run_dir) -> dict:

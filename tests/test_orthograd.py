@@ -106,4 +106,5 @@ def test_nanda_tiny_trains_with_orthograd():
     """Without weight decay, as ⊥Grad is meant to run: with nanda-tiny's decay of 1.0 the loss falls to about 0.03 by
     step 125 and climbs back (the decay shrinks the weights; a gradient projected off them does not regrow them), so the
     last steps' loss sat at about half the first steps' and the test passed or failed with the CPU count."""
-    assert_trains(*train_chunks("nanda-tiny", ["orthograd=true", "weight_decay=0"], [150, 150]))
+    # the last 20 steps' loss is 0.01 of the first 20's at step 120 (4e-5 at 300): one chunk, compiled once
+    assert_trains(*train_chunks("nanda-tiny", ["orthograd=true", "weight_decay=0"], [120]))

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.adderboard.gauge import MODEL_PINS, PINS, free_entries, gauge_fixed, logits
+from experiments.adderboard.gauge import MODEL_PINS, PINS, free_entries, gauge_fixed
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
@@ -29,6 +29,13 @@ def _model(overrides):
     return cfg, task, build_model(cfg.model, task)
 
 
+def _logits(cfg, flat: dict, x) -> np.ndarray:
+    """gauge.logits jitted: one compile, not one per operation (~5 s each); gauge.py's own, op by op, runs in every
+    gauge() of test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it."""
+    model = build_model(cfg.model, make_task(cfg.task))
+    return np.asarray(jax.jit(lambda p: model.apply({"params": unflatten(p)}, jnp.asarray(x))[0])(flat))
+
+
 def test_a_pinned_model_is_the_full_model_with_the_entries_set():
     """Same key: the free entries are the full model's draw at their places, the count falls by the pinned entries,
     and the logits are the full model's with those entries set to the constants."""
@@ -36,8 +43,9 @@ def test_a_pinned_model_is_the_full_model_with_the_entries_set():
     cfg, task, full = _model(THE_41)
     _, _, pinned = _model([*THE_41, pins])
     x = task.valid.x[:8]
-    p_full = full.init({"params": jax.random.key(3)}, x)["params"]
-    p_pin = pinned.init({"params": jax.random.key(3)}, x)["params"]
+    # jitted here and below: one compile each, not one small compile per operation (~10 s of them)
+    p_full = jax.jit(full.init)({"params": jax.random.key(3)}, x)["params"]
+    p_pin = jax.jit(pinned.init)({"params": jax.random.key(3)}, x)["params"]
     assert count_params(p_full) == 41 and count_params(p_pin) == 41 - 1 - 2 - 3 - 1
     np.testing.assert_array_equal(p_pin["blocks_0"]["mlp"]["W_in_free"],
                                   np.asarray(p_full["blocks_0"]["mlp"]["W_in"])[:2].ravel())
@@ -53,8 +61,8 @@ def test_a_pinned_model_is_the_full_model_with_the_entries_set():
     p_set = {**p_full, "W_E_arc": arc, "shared_norm_1": {"scale": g},
              "blocks_0": {**p_full["blocks_0"], "attn": {**p_full["blocks_0"]["attn"], "W_Q": q},
                           "mlp": {**p_full["blocks_0"]["mlp"], "W_in": win}}}
-    np.testing.assert_allclose(np.asarray(pinned.apply({"params": p_pin}, x)[0]),
-                               np.asarray(full.apply({"params": p_set}, x)[0]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.jit(pinned.apply)({"params": p_pin}, x)[0]),
+                               np.asarray(jax.jit(full.apply)({"params": p_set}, x)[0]), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("pins, says", [
@@ -107,11 +115,12 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
     directions is 0 (float64, against a random direction's), and the gauged 35 gives the 41's logits."""
     cfg, task, model = _model(THE_41)
     x = task.valid.x[:16]
-    p = flatten_params(model.init({"params": jax.random.key(5)}, x)["params"])
+    p = flatten_params(jax.jit(model.init)({"params": jax.random.key(5)}, x)["params"])  # jitted: one compile
     rng = np.random.default_rng(0)
     p = {k: np.asarray(v, np.float64) * (1 + 0.5 * rng.standard_normal(np.shape(v))) for k, v in p.items()}
     p["W_E_arc"][0] = 30.0
     with jax.enable_x64(True):
+        @jax.jit  # the logits at p below: one compile, not one per operation
         def f(flat):
             return model.apply({"params": unflatten(flat)}, jnp.asarray(x))[0]
 
@@ -133,15 +142,16 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
     pinned = apply_overrides(cfg, [MODEL_PINS])
     after = free_entries(gauge_fixed(p), pinned.model)
     assert sum(v.size for v in after.values()) == 35 and len(PINS) == 5
-    a, b = logits(cfg, {k: v.astype(np.float32) for k, v in p.items()}, x), logits(pinned, after, x)
+    a, b = _logits(cfg, {k: v.astype(np.float32) for k, v in p.items()}, x), _logits(pinned, after, x)
     assert np.abs(a - b).max() < 1e-3 * np.abs(a).max()
     assert (a.argmax(-1) == b.argmax(-1)).all()
 
 
 def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_path, capsys):
     """restore.py rebuilds the 41 from its submission; gauge.py writes it as the 35 (logits kept) and the 32 (every
-    argmax kept), their exports decode the verifier's first cases as the 41's file does, and bad calls write
-    nothing (one line, status 2)."""
+    argmax kept), their exports decode the verifier's first cases and the 41's recorded failures as the 41's file
+    does, and bad calls write nothing (one line, status 2)."""
+    import json
     from pathlib import Path
 
     from _runhelp import load_module
@@ -160,13 +170,17 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     assert gauge([str(src), "--out", str(runs / "32"), "--rows", "64", "--head-free", "--temperature"]) == 0
     the_41 = load_module(submission)
     m41, _ = the_41.build_model()
-    pairs = board_pairs(150)
-    assert sum(the_41.add(m41, a, b) != a + b for a, b in pairs) > 0  # some wrong: the comparison bites
+    # the edge cases, the first 30 random pairs and 8 of the 41's recorded failures (~25 ms a case, 4 decoders)
+    record = json.loads(Path("results/adderboard/summaries/search.json").read_text())
+    wrong = next(s["failures"] for s in record["scores"] if s["file"] == f"submissions/{submission.name}")
+    pairs = board_pairs(30) + [tuple(map(int, f.split("+"))) for f in wrong[:: -(-len(wrong) // 8)]]
+    want = [the_41.add(m41, a, b) for a, b in pairs]
+    assert sum(w != a + b for w, (a, b) in zip(want, pairs, strict=True)) >= 8  # wrong as recorded: the check bites
     for name, n in (("35", 35), ("33", 33), ("32", 32)):
         assert export_adder(runs / name, tmp_path / f"{name}.py")["params"] == n
         mod = load_module(tmp_path / f"{name}.py")
         model, _ = mod.build_model()
-        assert [mod.add(model, a, b) for a, b in pairs] == [the_41.add(m41, a, b) for a, b in pairs]
+        assert [mod.add(model, a, b) for a, b in pairs] == want
     from experiments.adderboard import launch
 
     launch.derive("41a1-m7-b17-35p", runs)  # a setting's derived source, written before the setting trains

@@ -188,7 +188,8 @@ def test_any_hook_point_records_with_its_byte_estimate(tmp_path):
     come from the hooked forward pass on the same parameters (the run's last record = the final parameters)."""
     cfg = apply_overrides(get_preset("nanda-tiny"), ["steps=20", "chunk=10", "record.every=10", "record.params=",
                                                      "record.inputs=grid:5", "record.positions=all",
-                                                     "record.dtype=float32", "record.neurons="])
+                                                     "record.dtype=float32", "record.neurons=",
+                                                     "ckpt.keep_log=0"])  # no log-spaced snapshots: one program
     names = HookedModel.of(cfg, make_task(cfg.task)).hook_names()
     cfg = apply_overrides(cfg, [f"record.acts={','.join(names)}"])
     summary = train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)

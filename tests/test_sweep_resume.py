@@ -3,12 +3,10 @@ over all members, and a sweep stopped by Ctrl-C that resumes bit-identical to an
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import shutil
 import signal
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -30,13 +28,26 @@ ARGS = ["sweep", "--preset", "nanda-tiny", *sum((["--set", s] for s in SETS), []
         "--no-progress", "--no-tensorboard"]
 
 
+# The sweeps below are trained once a session for every worker (`_runhelp.shared`), test_faults_round3's sweep tests
+# read them too: one compile of the sweep's program, which is most of these tests' time. Read, never changed.
+
+
 @functools.cache
 def reference() -> Path:
-    """The uninterrupted sweep (two members) the tests compare with, trained once per test process."""
-    d = Path(tempfile.mkdtemp(prefix="miiii-sweep-ref-"))
-    atexit.register(shutil.rmtree, d, True)
-    run_sweep(CFG, 1, parse_grid(GRID), d / "sw", progress=False, tensorboard=False)
-    return d / "sw"
+    """The uninterrupted sweep (two members) the tests compare with."""
+    return _runhelp.shared("sweep-lr-grid", lambda d: run_sweep(CFG, 1, parse_grid(GRID), d / "sw", progress=False,
+                                                                  tensorboard=False)) / "sw"
+
+
+@functools.cache
+def crashed() -> Path:
+    """The sweep stopped by an exception after its checkpoint at step 20 (no sweep.json)."""
+    def build(d: Path) -> None:
+        with pytest.raises(_runhelp.Crash):
+            run_sweep(CFG, 1, parse_grid(GRID), d / "sw", progress=False, tensorboard=False,
+                      on_chunk=_runhelp.crash_at(20))
+
+    return _runhelp.shared("sweep-lr-grid-crashed-at-20", build) / "sw"
 
 
 def test_members_record_keep_checkpoints_and_load_as_runs(tmp_path, monkeypatch):
@@ -101,10 +112,12 @@ def test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical(tmp_path, capsys):
     assert "the sweep is complete" in capsys.readouterr().err
 
 
+# make test-studies: test_ctrl_c_keeps_the_sweep_and_resume_ends_bit_identical resumes the same sweep from the same
+# checkpoint (step 20) through the same resume_sweep to the same bit-identical end; only how it stopped differs
+@_runhelp.SLOW
 def test_a_crash_after_a_checkpoint_resumes_bit_identical(tmp_path):
     ref, out = reference(), tmp_path / "sw"
-    with pytest.raises(_runhelp.Crash):
-        run_sweep(CFG, 1, parse_grid(GRID), out, progress=False, tensorboard=False, on_chunk=_runhelp.crash_at(20))
+    shutil.copytree(crashed(), out)
     resume_sweep(out, progress=False, tensorboard=False)
     for i in (0, 1):
         _runhelp.assert_same_run(ref / f"member_{i:03d}", out / f"member_{i:03d}")

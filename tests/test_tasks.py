@@ -2,10 +2,13 @@
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runhelp import SLOW, shared
 
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
@@ -66,7 +69,7 @@ def test_miiii_loss_is_one_at_chance():
     task = make_task(TaskConfig(name="miiii", p=13, train_frac=0.5, valid_size=10))
     logits = jnp.zeros((len(task.train.y), task.n_slots, task.d_out))
     spec = {k: jnp.asarray(v) for k, v in task.arrays().items()}
-    loss, task_loss, _ = loss_and_metrics(logits, jnp.asarray(task.train.y), spec)
+    loss, task_loss, _ = jax.jit(loss_and_metrics)(logits, jnp.asarray(task.train.y), spec)  # jitted as in training
     assert abs(float(loss) - 1.0) < 1e-5
     np.testing.assert_allclose(task_loss, 1.0, rtol=1e-5)
 
@@ -140,7 +143,7 @@ def test_loss_floor_of_a_perfect_model(name, n, floor):
     task = make_task(TaskConfig(name=name, n_digits=n, n_train=200, n_valid=10))
     spec = {k: jnp.asarray(v) for k, v in task.arrays().items()}
     logits = oracle_logits(task, task.train.x, task.train.y, n, name)
-    loss, _, acc = loss_and_metrics(logits, jnp.asarray(task.train.y), spec)
+    loss, _, acc = jax.jit(loss_and_metrics)(logits, jnp.asarray(task.train.y), spec)  # jitted as in training
     assert abs(float(loss) - loss_floor(name, n)) < 1e-5
     if floor is not None:
         assert round(loss_floor(name, n), 4) == floor
@@ -258,18 +261,31 @@ def test_div_split_is_over_its_samples():
         validate(apply_overrides(cfg, ["task.valid_size=56"]))
 
 
-@pytest.mark.parametrize("name", ["sub", "mul", "div"])
+def _train_power(name: str, run_dir: Path) -> Path:
+    from miiii.runner import train_run
+
+    # no log-spaced checkpoints: both chunks are one program
+    cfg = apply_overrides(get_preset("nanda-tiny"), [f"task.name={name}", "steps=20", "chunk=10", "record.every=10",
+                                                     "ckpt.keep_log=0"])
+    train_run(cfg, run_dir, progress=False, tensorboard=False)
+    return run_dir
+
+
+def div_run() -> Path:
+    """nanda-tiny as div, trained once per session (`_runhelp.shared`) for the two tests that read it."""
+    return shared("tasks-div", lambda d: _train_power("div", d / "run")) / "run"
+
+
+# mul: sub's code path (the same p x p grid, shapes and programs; its labels: test_power_tasks_labels_and_split)
+@pytest.mark.parametrize("name", ["sub", pytest.param("mul", marks=SLOW), "div"])
 def test_power_tasks_train_from_the_nanda_preset(name, tmp_path):
     """`--set task.name=NAME` on nanda-tiny trains, with its default recording (inputs: the whole p x p grid)."""
     import json
 
-    from miiii.runner import train_run
-
-    cfg = apply_overrides(get_preset("nanda-tiny"), [f"task.name={name}", "steps=20", "chunk=10", "record.every=10"])
-    train_run(cfg, tmp_path / "run", progress=False, tensorboard=False)
-    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    run = div_run() if name == "div" else _train_power(name, tmp_path / "run")
+    s = json.loads((run / "summary.json").read_text())
     assert s["task"] == name and s["task_names"] == ["mod 37"] and s["steps"] == 20
-    assert np.load(tmp_path / "run" / "acts" / "inputs.npy").shape == (37 * 37, 3)  # inputs only: all p^2
+    assert np.load(run / "acts" / "inputs.npy").shape == (37 * 37, 3)  # inputs only: all p^2
 
 
 def test_unknown_task_lists_the_registry():
@@ -321,16 +337,12 @@ def test_only_the_registry_compares_task_names():
     assert not found, found
 
 
-def test_div_grid_inputs_are_the_whole_grid_and_its_labels_say_why_not(tmp_path):
+def test_div_grid_inputs_are_the_whole_grid_and_its_labels_say_why_not():
     from miiii.interventions import frequency_ablation
     from miiii.run import load_run
-    from miiii.runner import train_run
 
-    cfg = apply_overrides(get_preset("nanda-tiny"), ["task.name=div", "p=7", "valid_size=5", "steps=4", "chunk=4",
-                                                     "record.acts=", "record.params="])
-    train_run(cfg, tmp_path / "div", progress=False, tensorboard=False)
-    run = load_run(tmp_path / "div")
-    assert len(run.inputs("grid")) == 49 and (run.inputs("grid")[:7, 1] == 0).all()  # row n = x0 + 7 x1
+    run = load_run(div_run())  # test_power_tasks_train_from_the_nanda_preset's: one training for both
+    assert len(run.inputs("grid")) == 37 * 37 and (run.inputs("grid")[:37, 1] == 0).all()  # row n = x0 + 37 x1
     with pytest.raises(ConfigError, match="labels only some of the p"):
         run.labels("grid")
     with pytest.raises(ConfigError, match="labels only some of the p"):

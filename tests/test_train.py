@@ -1,4 +1,9 @@
-"""The scanned trainer: chunks equal single steps, seeds reproduce, metrics match numpy, minibatch order."""
+"""The scanned trainer: chunks equal single steps, seeds reproduce, metrics match numpy, minibatch order.
+
+Compiling dominates these tests: the trainers are cached per config (`setup`), and the tests share configs, so a
+worker compiles each chunk length once (the chunk donates its state, never the trainer or the data)."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -12,10 +17,17 @@ from miiii.runner import prepare
 from miiii.train import batch_indices, loss_and_metrics, make_trainer, task_data
 
 
+@functools.cache
 def setup(preset, *sets):
     cfg = apply_overrides(get_preset(preset), list(sets))
     task = prepare(cfg)
     return cfg, task, make_trainer(cfg, task), task_data(task)
+
+
+# miiii-tiny at full batch with dropout and grokfast; reversal-tiny in minibatches of 16 from 64 samples (an epoch
+# of 4 steps, so 10 steps cross two epochs' orders) and an evaluation every 3 steps, mid-chunk
+MIIII = ("miiii-tiny", "steps=20")
+REVERSAL = ("reversal-tiny", "n_train=64", "n_valid=8", "batch_size=16", "steps=12", "eval_every=3")
 
 
 def run(trainer, data, seed, chunks):
@@ -29,20 +41,20 @@ def run(trainer, data, seed, chunks):
     return state, metrics
 
 
-@pytest.mark.parametrize("preset,sets", [("miiii-tiny", ["steps=12"]), ("reversal-tiny", ["steps=12", "eval_every=3"])])
-def test_chunk_of_k_steps_equals_k_single_steps(preset, sets):
-    _, _, trainer, data = setup(preset, *sets)
-    s_scan, m_scan = run(trainer, data, 0, [12])
-    s_one, m_one = run(trainer, data, 0, [1] * 12)  # every step a chunk boundary (eval_every 3 mid-chunk too)
+@pytest.mark.parametrize("config", [MIIII, REVERSAL], ids=["miiii-tiny", "reversal-tiny"])
+def test_chunk_of_k_steps_equals_k_single_steps(config):
+    _, _, trainer, data = setup(*config)
+    s_scan, m_scan = run(trainer, data, 0, [10])
+    s_one, m_one = run(trainer, data, 0, [1] * 10)  # every step a chunk boundary (eval_every 3 mid-chunk too)
     for k in m_scan:
         np.testing.assert_allclose(m_scan[k], m_one[k], rtol=2e-5, atol=1e-6)
     for a, b in zip(jax.tree.leaves(s_scan.params), jax.tree.leaves(s_one.params), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
-    assert int(s_scan.step) == 12
+    assert int(s_scan.step) == 10
 
 
 def test_same_seed_same_metrics_other_seed_differs():
-    _, _, trainer, data = setup("miiii-tiny", "steps=20")
+    _, _, trainer, data = setup(*MIIII)
     _, a = run(trainer, data, 3, [10, 10])
     _, b = run(trainer, data, 3, [10, 10])
     _, c = run(trainer, data, 4, [10, 10])
@@ -52,10 +64,10 @@ def test_same_seed_same_metrics_other_seed_differs():
 
 
 def test_eval_every_leaves_nan_between_evaluations():
-    _, _, trainer, data = setup("reversal-tiny", "eval_every=4")
+    _, _, trainer, data = setup(*REVERSAL)
     _, m = run(trainer, data, 0, [10])
     evaluated = ~np.isnan(m["valid_acc"][:, 0])
-    assert evaluated.tolist() == [t % 4 == 0 for t in range(10)]
+    assert evaluated.tolist() == [t % 3 == 0 for t in range(10)]
     assert np.isfinite(m["train_loss"]).all()
 
 
@@ -72,7 +84,8 @@ def test_loss_and_metrics_against_numpy(ties):
     group_loss = rng.random((3, s)).astype(np.float32)
     weight = rng.random(s).astype(np.float32)
     spec = dict(n_classes=n_classes, loss_weight=weight, groups=groups, group_loss=group_loss)
-    loss, task_loss, task_acc = loss_and_metrics(jnp.asarray(logits), jnp.asarray(y), jax.tree.map(jnp.asarray, spec))
+    lm = jax.jit(loss_and_metrics, static_argnums=3)  # one compile, not one per operation
+    loss, task_loss, task_acc = lm(jnp.asarray(logits), jnp.asarray(y), jax.tree.map(jnp.asarray, spec))
     ce = np.zeros((b, s))
     correct = np.zeros((b, s), bool)
     for i in range(s):
@@ -88,12 +101,12 @@ def test_loss_and_metrics_against_numpy(ties):
     buckets = ((0, 2, 3), (2, 4, 7))
     parts = tuple(jnp.asarray(logits[:, s0:s1, :w]) for s0, s1, w in buckets)
     for lg in (jnp.asarray(logits), parts):
-        got = loss_and_metrics(lg, jnp.asarray(y), jax.tree.map(jnp.asarray, spec), buckets)
+        got = lm(lg, jnp.asarray(y), jax.tree.map(jnp.asarray, spec), buckets)
         np.testing.assert_allclose(got[0], loss, rtol=1e-6)
         np.testing.assert_allclose(got[1], task_loss, rtol=1e-6)
         np.testing.assert_array_equal(got[2], task_acc)
     # the gradient is softmax - one-hot over the valid classes, weighted like the loss
-    grad = jax.grad(lambda z: loss_and_metrics(z, jnp.asarray(y), jax.tree.map(jnp.asarray, spec))[0])(
+    grad = jax.jit(jax.grad(lambda z: loss_and_metrics(z, jnp.asarray(y), jax.tree.map(jnp.asarray, spec))[0]))(
         jnp.asarray(logits))
     want_grad = np.zeros_like(logits)
     for i in range(s):
@@ -135,18 +148,21 @@ def test_minibatch_epoch_visits_every_sample_once():
 
 def test_trainer_uses_the_documented_batch_order():
     """Record the training batch the scanned step sees; it must be batch_indices(key, t)."""
-    cfg, task, _, data = setup("reversal-tiny", "n_train=64", "n_valid=8", "batch_size=16", "steps=9")
+    cfg, task, trainer, data = setup(*REVERSAL)
     # A "task" whose first input token is the sample index makes the batch visible in the train metrics:
     # instead, compare the step's loss with the loss of the documented batch under the same parameters.
-    trainer = make_trainer(cfg, task)
     state = trainer.init(0)
     params0 = jax.tree.map(jnp.copy, state.params)  # the chunk donates (deletes) the state it is given
     m = trainer.chunk(state, data, 1)[1].metrics
     idx = np.asarray(batch_indices(jax.random.key(0), 0, 64, 16)[0])
     spec = data["spec"]
-    logits, _ = trainer.model.apply({"params": params0}, jnp.asarray(task.train.x[idx]), train=True,
-                                    rngs={"dropout": jax.random.key(0)})
-    loss, _, _ = loss_and_metrics(logits, jnp.asarray(task.train.y[idx]), spec)
+
+    @jax.jit
+    def loss_of(params, x, y):
+        logits, _ = trainer.model.apply({"params": params}, x, train=True, rngs={"dropout": jax.random.key(0)})
+        return loss_and_metrics(logits, y, spec)[0]
+
+    loss = loss_of(params0, jnp.asarray(task.train.x[idx]), jnp.asarray(task.train.y[idx]))
     np.testing.assert_allclose(float(m["loss"][0]), float(loss), rtol=1e-5)
 
 
@@ -159,12 +175,13 @@ def test_batch_larger_than_data_is_refused():
 
 def test_vmap_over_seeds_matches_single_runs():
     """Nothing in the step prevents vmap: two seeds in one program equal the two runs alone."""
-    cfg, task, trainer, data = setup("nanda-tiny", "steps=6")
-    states = jax.vmap(trainer.init)(jnp.arange(2))
-    chunk = jax.jit(jax.vmap(lambda s: trainer.raw_chunk(s, data, 6)))
+    # test_attention_diagnostics' trainer and chunk: the single runs' program is compiled once for both
+    cfg, task, trainer, data = setup("nanda-tiny", "steps=3", "chunk=3")
+    states = jax.jit(jax.vmap(trainer.init))(jnp.arange(2))  # one compile, not one per batched operation
+    chunk = jax.jit(jax.vmap(lambda s: trainer.raw_chunk(s, data, 3)))
     m = chunk(states)[1].metrics
     for seed in range(2):
-        _, single = run(trainer, data, seed, [6])
+        _, single = run(trainer, data, seed, [3])
         np.testing.assert_allclose(np.asarray(m["loss"][seed]), single["loss"], rtol=1e-5)
 
 

@@ -20,14 +20,20 @@ from _runhelp import ROOT, finished_run
 from miiii.cli import main as cli_main
 from miiii.transformerlens import LOADERS, export_tl, load_lines, read_safetensors, split_logits, write_safetensors
 
-STEPS = "train.steps=50"
-RUNS = {  # name: (preset, --set overrides); nanda-tiny's and miiii-tiny's are the finished runs other tests read
+# Short runs: an export is the run's weights whatever they learnt. The book's runs record nothing and keep no log-spaced
+# checkpoints (nothing here reads them), and hold fewer samples (less to evaluate and decode at the end): seconds of
+# compiling and saving each; miiii-tiny's is the resume tests' run (_runhelp.RESUME_ARGS) cut to 40 steps, so it loads
+# the programs they compiled (the persistent compile cache).
+STEPS = "train.steps=10"  # every weight moved off its initial value (the LayerNorms' off 1 and 0)
+BOOK = (STEPS, "ckpt.keep_log=0", "record.acts=", "record.params=", "task.n_train=1024", "task.n_valid=128")
+RUNS = {  # name: (preset, --set overrides); nanda-tiny's is the finished run other tests read
     "nanda-tiny": ("nanda-tiny",),  # MLP biases, one task of p classes
-    "miiii-tiny": ("miiii-tiny",),  # no biases, 8 tasks of 2 ... 19 classes
-    "addition-tiny": ("addition-tiny", STEPS),  # the book: pre-LN, causal, one head, FFN biases, final LN, tied head
+    # no biases, 8 tasks of 2 ... 19 classes
+    "miiii-tiny": ("miiii-tiny", "steps=40", "chunk=20", "ckpt.every=20", "batch_size=64", "ckpt.keep_log=0"),
+    "addition-tiny": ("addition-tiny", *BOOK),  # the book: pre-LN, causal, one head, FFN biases, final LN, tied head
     # the book's model without LayerNorm, positions, tied head or biases: W_pos and every bias exported as zeros
-    "addition-bare": ("addition-tiny", STEPS, "model.layer_norm=false", "model.pos_embed=false",
-                      "model.tie_head=false", "model.mlp_bias=false", "record.params=W_E"),
+    "addition-bare": ("addition-tiny", *BOOK, "model.layer_norm=false", "model.pos_embed=false",
+                      "model.tie_head=false", "model.mlp_bias=false"),
 }
 
 
