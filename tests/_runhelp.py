@@ -151,6 +151,41 @@ def finished_run(preset: str, *sets: str):
     return load_run(d / "run")
 
 
+# nanda-tiny for a few seconds: it records, checkpoints twice (no log-spaced ones) and finishes. The fault tests
+# (test_faults, _files, _round3, test_hardening, test_run_api) train it: its programs compile once a session (compile
+# time is most of these tests' time) and its finished and stopped runs are trained once (`shared`).
+TINY_SETS = ("steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50", "d_model=32", "record.every=5",
+             "ckpt.keep_log=0")
+TINY = ["--preset", "nanda-tiny", "--steps", "24", *[a for s in TINY_SETS[1:] for a in ("--set", s)]]
+TINY_CFG = apply_overrides(get_preset("nanda-tiny"), list(TINY_SETS))
+
+
+@functools.cache
+def stopped_run(cfg, at: int) -> Path:
+    """`cfg` stopped by an exception after its checkpoint at step `at` (no params.npz, summary.json or
+    checksums.json), as if the process had died there: trained once a session for every worker (`shared`). Read,
+    never changed: copy it to resume it."""
+    from miiii.runner import train_run
+
+    def build(d: Path) -> None:
+        with pytest.raises(Crash):
+            train_run(cfg, d / "run", progress=False, on_chunk=crash_at(at))
+
+    key = hashlib.sha256(repr(cfg).encode()).hexdigest()[:16]
+    return shared(f"stopped-{key}-at-{at}", build) / "run"
+
+
+def tiny_reference() -> Path:
+    """TINY trained without interruption: what every resumed TINY run must equal. Read, never changed."""
+    return finished_run("nanda-tiny", *TINY_SETS).path
+
+
+def crashed_tiny(tmp_path: Path) -> Path:
+    """A copy of TINY stopped after its last checkpoint (checkpoints 0, 12, 24; no params.npz, no summary)."""
+    shutil.copytree(stopped_run(TINY_CFG, 24), tmp_path / "run")
+    return tmp_path / "run"
+
+
 LONG_RUN = 1000  # steps from which a reference run compiles with XLA's optimisations: running costs more than compiling
 
 

@@ -3,7 +3,6 @@ checkpoints, failed saves, start-up interrupts, sizes validated before anything 
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import time
@@ -12,21 +11,13 @@ from pathlib import Path
 import _runhelp
 import numpy as np
 import pytest
-from _runhelp import SLOW
+from _runhelp import SLOW, TINY, TINY_CFG, crashed_tiny, tiny_reference
 
 import miiii.files
 from miiii.config import apply_overrides
 from miiii.files import save_npz_atomic, write_json_atomic
 from miiii.presets import get_preset
 from miiii.runner import train_run
-
-# a run of a few seconds that records, checkpoints twice (no log-spaced ones) and finishes; test_faults_files,
-# test_faults_round3, test_hardening and test_run_api train it too: its programs compile once a session (compile
-# time is most of these tests' time) and its finished and interrupted runs are trained once (`_runhelp.shared`)
-TINY_SETS = ("steps=24", "chunk=12", "ckpt.every=12", "p=23", "valid_size=50", "d_model=32", "record.every=5",
-             "ckpt.keep_log=0")
-TINY = ["--preset", "nanda-tiny", "--steps", "24", *[a for s in TINY_SETS[1:] for a in ("--set", s)]]
-TINY_CFG = apply_overrides(get_preset("nanda-tiny"), list(TINY_SETS))
 
 # ---------------------------------------------------------------- durability (files.py)
 
@@ -174,12 +165,6 @@ def test_export_adder_refuses_to_overwrite(tmp_path, adder_run, capsys):
 # ---------------------------------------------------------------- claims, races, start-up
 
 
-def tiny_reference() -> Path:
-    """TINY trained without interruption (once per session, for every worker): what every resumed TINY run must
-    equal. Read, never changed."""
-    return _runhelp.finished_run("nanda-tiny", *TINY_SETS).path
-
-
 def test_a_second_train_into_a_directory_being_started_is_refused(tmp_path, monkeypatch, capsys):
     """Both pass the emptiness check; the one still building its model held the directory first and wins."""
     import miiii.runner
@@ -267,22 +252,6 @@ def test_a_start_up_killed_outright_is_started_over_by_resume(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- damaged checkpoints, failed saves
-
-
-@functools.cache
-def _crashed_tiny() -> Path:
-    def build(d: Path) -> None:
-        with pytest.raises(_runhelp.Crash):
-            train_run(TINY_CFG, d / "run", progress=False, on_chunk=_runhelp.crash_at(24))
-
-    return _runhelp.shared("tiny-crashed-at-24", build) / "run"
-
-
-def crashed_tiny(tmp_path: Path) -> Path:
-    """A copy of TINY stopped after its last checkpoint (checkpoints 0, 12, 24; no params.npz, no summary), as if
-    the process had died there (trained once per session, for every worker; test_hardening's too)."""
-    shutil.copytree(_crashed_tiny(), tmp_path / "run")
-    return tmp_path / "run"
 
 
 def as_command(monkeypatch, *args) -> int:

@@ -21,8 +21,7 @@ from pathlib import Path
 import _runhelp
 import numpy as np
 import pytest
-from _runhelp import ROOT, SLOW, make_legacy, tree_digest
-from test_faults import TINY_SETS
+from _runhelp import ROOT, SLOW, TINY_CFG, TINY_SETS, make_legacy, stopped_run, tree_digest
 
 from experiments.book import modes as book_modes
 from experiments.book import same_start
@@ -31,9 +30,8 @@ from experiments.paper import study as paper_study
 from miiii.config import ConfigError, apply_overrides
 from miiii.presets import get_preset
 
-# test_faults' TINY: the same compiled programs, and the same finished run (trained once a session)
-SETS = TINY_SETS
-CFG = apply_overrides(get_preset("nanda-tiny"), list(SETS))
+# _runhelp's TINY: the same compiled programs, and the same finished and stopped runs (trained once a session)
+SETS, CFG = TINY_SETS, TINY_CFG
 
 
 @functools.cache
@@ -41,17 +39,10 @@ def _finished() -> Path:
     return _runhelp.finished_run("nanda-tiny", *SETS).path
 
 
-@functools.cache
 def _interrupted() -> Path:
-    """CFG stopped after its checkpoint at step 12 (no params.npz, summary.json or checksums.json), trained once a
-    session for every worker (test_faults_round3's unfinished run too). Read, never changed."""
-    from miiii.runner import train_run
-
-    def build(d: Path) -> None:
-        with pytest.raises(_runhelp.Crash):
-            train_run(CFG, d / "run", progress=False, on_chunk=_runhelp.crash_at(12))
-
-    return _runhelp.shared("tiny-crashed-at-12", build) / "run"
+    """CFG stopped after its checkpoint at step 12 (no params.npz, summary.json or checksums.json). Shared: read,
+    never changed."""
+    return stopped_run(TINY_CFG, 12)
 
 
 def finished(tmp_path: Path) -> Path:

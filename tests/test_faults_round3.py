@@ -7,9 +7,7 @@ from __future__ import annotations
 from signal import SIGTERM
 
 import pytest
-from _runhelp import signal_at, tree_digest
-from test_faults import TINY_CFG
-from test_faults_files import _interrupted
+from _runhelp import TINY_CFG, signal_at, stopped_run, tree_digest
 from test_sweep_resume import crashed as crashed_sweep
 from test_sweep_resume import reference as finished_sweep
 
@@ -19,7 +17,7 @@ from miiii.presets import get_preset
 
 TINY = ["p=11", "task.valid_size=20", "model.d_model=16", "model.d_mlp=32", "steps=20", "chunk=10",
         "ckpt.keep_log=0"]
-# The runs and sweeps the tests read are other files' (test_faults' TINY, test_sweep_resume's sweep), trained once a
+# The runs and sweeps the tests read are shared (_runhelp's TINY, test_sweep_resume's sweep), trained once a
 # session (`_runhelp.shared`): a config of this file's own would be one more compile, most of these tests' time.
 
 
@@ -40,7 +38,7 @@ def test_a_grid_value_given_twice_is_refused_before_anything_is_written(tmp_path
 def member_and_unfinished():
     """A finished sweep member (30 steps, lr 3e-3 of a grid over lr) and a run stopped after its first chunk (step 12
     of 24: resumable, no summary.json). Shared: read, never changed."""
-    return finished_sweep() / "member_001", _interrupted()
+    return finished_sweep() / "member_001", stopped_run(TINY_CFG, 12)
 
 
 @pytest.mark.parametrize("which", ["sweep member", "unfinished run"])
@@ -269,7 +267,7 @@ def test_a_resume_refuses_an_npy_whose_header_was_edited(tmp_path, capsys):
     the resume before anything changes, instead of a run that finishes and then fails to load."""
     import shutil
 
-    shutil.copytree(_interrupted(), tmp_path / "run")  # stopped at step 12 of 24
+    shutil.copytree(stopped_run(TINY_CFG, 12), tmp_path / "run")  # stopped at step 12 of 24
     npy = next((tmp_path / "run" / "acts").glob("*hook_post*.npy"))
     raw = npy.read_bytes()
     assert b"'fortran_order': False" in raw[:128]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import SLOW, assert_same_run, tree_digest
-from test_faults import TINY, TINY_CFG, crashed_tiny, tiny_reference
+from _runhelp import SLOW, TINY, TINY_CFG, assert_same_run, crashed_tiny, tiny_reference, tree_digest
 
 import miiii.recorder
 from miiii.cli import main
@@ -24,7 +23,7 @@ from miiii.runner import resume_run, train_run
 from miiii.tasks import TaskConfig
 from miiii.validate import validate
 
-# test_faults' TINY (24 steps, checkpoints 0, 12, 24), its finished run and its run stopped after checkpoint 24
+# _runhelp's TINY (24 steps, checkpoints 0, 12, 24), its finished run and its run stopped after checkpoint 24
 # (`crashed_tiny`): programs compiled and runs trained once a session for both files. What resumes must restore
 # besides the parameters (the EMA, the key, the data order: miiii-tiny's minibatches and dropout) is test_resume's.
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _runhelp import ROOT, SLOW, Crash, crash_at, finished_run
-from test_faults import TINY_CFG
+from _runhelp import ROOT, SLOW, TINY_CFG, Crash, crash_at, finished_run
 
 from miiii import runner
 from miiii.cadence import log_steps
@@ -90,7 +89,7 @@ def test_params_at_an_unkept_step_says_which_step_it_returned(kept_run):
 
 
 def test_params_at_before_the_first_kept_step_is_an_error_unless_after_is_asked(tmp_path):
-    """test_faults' TINY keeping its newest two checkpoints, 12 and 24: its programs (ckpt.keep is no part of them),
+    """_runhelp's TINY keeping its newest two checkpoints, 12 and 24: its programs (ckpt.keep is no part of them),
     compiled once a session, not a config's own."""
     train_run(apply_overrides(TINY_CFG, ["ckpt.keep=2"]), tmp_path / "run", progress=False, tensorboard=False)
     run = load_run(tmp_path / "run")
