@@ -17,7 +17,7 @@ from pathlib import Path
 
 from miiii.config import RunConfig, apply_overrides
 from miiii.errors import ConfigError
-from miiii.rundir import SUMMARY, read_config, read_json
+from miiii.rundir import CONFIG, SUMMARY, read_config, read_json
 from miiii.sweepmembers import PLAN, RESULT, plan_digest
 
 PICK = "the lowest final training loss"  # how a screen's member is chosen: no held-out pair is read
@@ -58,6 +58,27 @@ def phase_summary(d: Path) -> dict | None:
 def _same_screen(d: Path, cfg: RunConfig, n: int) -> bool:
     plan = read_json(d / PLAN)
     return plan_digest(RunConfig.from_dict(plan["config"]), int(plan["seeds"]), {}) == plan_digest(cfg, n, {})
+
+
+def _as_saved(cfg: RunConfig, d: Path) -> RunConfig:
+    """`cfg` with the paths it names (train.init_from, task.replay) spelled as phase `d`'s config.json spells them
+    wherever both name the same file: the same run folder given as a symlink, with ./ or as an absolute path trains
+    the same phase, so it is skipped or resumed as given the first time (a folder moved elsewhere is not: its saved
+    paths name the old place)."""
+    if not (d / CONFIG).is_file():
+        return cfg
+    saved = read_config(d)
+
+    def same_file(a: str, b: str) -> bool:  # init_from's RUN@STEP: the same step of the same folder
+        (ra, _, sa), (rb, _, sb) = (v.rpartition("@") if v.rpartition("@")[2].isdigit() else (v, "", "")
+                                    for v in (a, b))
+        return sa == sb and Path(ra).resolve() == Path(rb).resolve()
+
+    pairs = (("train.init_from", cfg.train.init_from, saved.train.init_from),
+             ("task.replay", cfg.task.replay, saved.task.replay))
+    sets = [f"{key}={theirs}" for key, ours, theirs in pairs if ours and theirs and ours != theirs
+            and same_file(ours, theirs)]
+    return apply_overrides(cfg, sets) if sets else cfg
 
 
 def _finished(d: Path, same: bool, name: str, k: int) -> None:
@@ -109,6 +130,7 @@ def train_phases(name: str, run_dir: Path, seed: int | None, budget: int, report
             continue
         if cfg.task.replay_hard:
             cfg = with_hard_pairs(cfg, round_file(run_dir, k), before, replayed)
+        cfg = _as_saved(cfg, d)
         replayed = Path(cfg.task.replay) if cfg.task.replay_hard else None
         if (d / SUMMARY).is_file():
             _finished(d, read_config(d) == cfg, name, k)

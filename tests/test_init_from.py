@@ -160,3 +160,28 @@ def test_a_misplaced_screen_is_refused_before_anything_is_written(tmp_path, monk
     for cmd in (["train", "--run-dir"], ["sweep", "--seeds", "2", "--out"]):
         assert main([*cmd, str(tmp_path / "r"), "--preset", "miiii-tiny", "--set", "train.screen=3"]) == 2
         assert "python -m miiii sweep --seeds N" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_a_phase_named_through_another_path_to_its_folder_keeps_its_saved_paths(tmp_path):
+    """phases._as_saved: a phase's train.init_from (with its @STEP) and task.replay given through a symlink to the run
+    folder take the spelling its config.json has, so the phase is the one trained; another step, another folder or no
+    config.json changes nothing."""
+    from miiii.config import apply_overrides
+    from miiii.phases import _as_saved
+    from miiii.presets import get_preset
+    from miiii.rundir import write_config
+
+    run, link = tmp_path / "run", tmp_path / "link"
+    (run / "phase-2").mkdir(parents=True)
+    (run / "phase-1").mkdir()
+    (run / "other").mkdir()
+    link.symlink_to(run)
+    base = get_preset("miiii-tiny")
+    saved = apply_overrides(base, [f"train.init_from={run}/phase-1@20", f"task.replay={run}/phase-2.hard.npy"])
+    write_config(run / "phase-2", saved)
+    given = apply_overrides(base, [f"train.init_from={link}/phase-1@20", f"task.replay={link}/phase-2.hard.npy"])
+    assert _as_saved(given, run / "phase-2") == saved != given
+    for other in (f"train.init_from={link}/phase-1@40", f"train.init_from={link}/other@20"):
+        moved = apply_overrides(given, [other])
+        assert _as_saved(moved, run / "phase-2").train.init_from == moved.train.init_from
+    assert _as_saved(given, run / "phase-1") is given

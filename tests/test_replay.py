@@ -247,6 +247,10 @@ def test_a_phased_round_replays_the_pairs_the_phase_before_decodes_wrong(tmp_pat
     capsys.readouterr()
     assert miiii(["train", "--preset", "tiny-rounds", "--run-dir", str(run), "--no-progress"]) == 0
     assert capsys.readouterr().out.count("finished") == 2
+    # the same folder named another way (a symlink: its phases' saved init_from and replay name the first spelling)
+    (tmp_path / "link").symlink_to(run)
+    assert miiii(["train", "--preset", "tiny-rounds", "--run-dir", str(tmp_path / "link"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("finished") == 2
     # a round after a round: its own phase's wrong pairs (seed 6) and the ones that phase replayed, each once
     cfg = apply_overrides(presets.phase_configs("tiny-rounds")[1], ["task.replay_hard=200@6"])
     cfg = with_hard_pairs(cfg, tmp_path / "three.npy", run / "phase-2", run / "phase-2.hard.npy")
