@@ -10,7 +10,7 @@ TIME    := $(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: help install install-gpu doctor gpu-check train train-nanda train-miiii train-miiii-masked train-miiii-basis \
         train-addition train-reversal train-tiny train-miiii-cpu miiii-cpu-search test test-multihost test-studies headline lint presets bench clean figures paper paper-cpu report results \
-        book book-smoke book-findings train-addition-10 export-adder adderboard adder-41 adder-32 test-tl test-notebook stability ladder timings \
+        book book-smoke book-findings train-addition-10 export-adder adderboard adder-41 adder-32 adder-32-preset test-tl test-notebook stability ladder timings \
         disputes llc-transition
 
 HELP_WIDTH ?= 100
@@ -98,6 +98,14 @@ adder-32: $(STAMP)  ## the committed 32-parameter adder trained again from the c
 	XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1' $(BIN)/python -m experiments.adderboard.study --runs $(R32) --only 32p-b36 --with-deps --out $(R32)-bundle $(ARGS)
 	$(call exported,$(R32)-bundle,adder-32p-32p-b36.py)
 	cmp $(R32)-bundle/submissions/adder-32p-32p-b36.py results/adderboard/submissions/adder-32p-32p-b36.py && echo "$(R32)-bundle/submissions/adder-32p-32p-b36.py is the committed 32, byte for byte"
+
+# a 32 from a preset's seeds: adder-41-screened's three phases, its 41 written as 32 by gauge.py (no training step)
+R32P = $(or $(RUN),runs/adder-32-preset)
+adder-32-preset: $(STAMP)  ## a 32-parameter adder from a preset's seeds: the preset adder-41-screened trained into RUN=runs/adder-32-preset/41 (its phases' times: results/adderboard/results.md; stopped, the same command goes on), its 41 written as 32 by experiments/adderboard/gauge.py (every argmax the 41's), exported to RUN/adder32.py and scored on the verifier's cases
+	$(BIN)/python -m miiii train --preset adder-41-screened --run-dir $(R32P)/41 $(ARGS)
+	test -e $(R32P)/32 || $(BIN)/python -m experiments.adderboard.gauge $(R32P)/41/phase-3 --out $(R32P)/32 --head-free --temperature
+	$(BIN)/python -m miiii export-adder $(R32P)/32 $(R32P)/adder32.py
+	$(BIN)/python -m experiments.adderboard $(R32P)/adder32.py
 
 # the 41's lineage: its screen's seeds (41-start-angle1), the long stages and 17 targeted rounds, 26 settings
 R41 = $(or $(RUN),runs/adder-41)

@@ -106,6 +106,15 @@ def test_a_phased_setting_trains_its_preset_at_its_seed_and_reads_its_last_phase
     assert study.setting_record(by["preset-62-phases"], tmp_path) is None
 
 
+def test_a_derived_folder_of_a_phased_setting_is_written_from_its_last_phase(tmp_path):
+    """gauge.py's source for a recipe in phases is its last phase (by number), for any other setting its folder."""
+    by = {d.name: d for d in study.DERIVED}
+    for k in (1, 2, 10):
+        (tmp_path / "preset-41-screened" / f"phase-{k}").mkdir(parents=True)
+    assert by["preset-41-screened-32p"].source_run(tmp_path) == tmp_path / "preset-41-screened" / "phase-10"
+    assert by["41a1-m7-b17-32p"].source_run(tmp_path) == tmp_path / "41a1-m7-b17"
+
+
 def test_derived_records_merge_render_and_are_scored():
     """A derived folder (gauge.py) keeps its record through --only rewrites of others, is rendered with its pins
     and check, and its export is among the scores; each derived in the bundle qualifies as its source does."""

@@ -216,7 +216,8 @@ def derived_record(d: Derived, runs: Path) -> dict | None:
     return dict(name=d.name, why=d.why, source=d.source, params=count_params(run.params), pins=check["pins"],
                 logit_gap=check["logit_gap"], factor=check["factor"], same_argmax=check["same_argmax"],
                 rows=check["rows"], exact=float(ev.autoregressive(ev.task.valid.x, ev.task.valid.y).mean()),
-                command=f"python -m experiments.adderboard.gauge {runs / d.source} --out {folder}{d.flags}")
+                trained=d.trained,
+                command=f"python -m experiments.adderboard.gauge {d.source_run(runs)} --out {folder}{d.flags}")
 
 
 def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
@@ -225,8 +226,9 @@ def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
 
     return [dict(setting=r["name"], run=r["name"], **export_scored(
         runs / r["name"], out, f"adder-{r['params']}p-{r['name']}",
-        history=f"trained as {r['source']} (its chain of study settings), then written again with entries pinned, no "
-        f"training step: {', '.join(r['pins'])} (experiments/adderboard/gauge.py)")) for r in records]
+        history=f"trained as {r['source']} ({r.get('trained', 'its chain of study settings')}), then written again "
+        f"with entries pinned, no training step: {', '.join(r['pins'])} (experiments/adderboard/gauge.py)"))
+        for r in records]
 
 
 def main(argv=None) -> int:

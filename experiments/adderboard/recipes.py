@@ -5,6 +5,7 @@ adder-146), what a setting and a derived folder are, and the functions that buil
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from experiments.adderboard.gauge import model_pins
 from miiii.presets import SHARED_NORMS, TIES_41
@@ -84,14 +85,26 @@ class Derived:
     match measured and its export scored as a run's."""
     name: str
     why: str
-    source: str  # the trained run (a setting's, under the same runs folder)
+    source: str  # the trained run: a setting's, under the same runs folder (a phased setting's: its last phase)
     head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
     temperature: bool = False  # gauge.py --temperature: the head's temperature pinned too
+    trained: str = "its chain of study settings"  # how the source was trained, as the export's metadata says
 
     @property
     def flags(self) -> str:
         """gauge.py's options for this folder, as its command line gives them."""
         return " --head-free" * self.head_free + " --temperature" * self.temperature
+
+    def source_run(self, runs: Path) -> Path:
+        """The source's run folder: RUNS/SOURCE, or its last phase when SOURCE is a recipe in phases."""
+        phases = phase_dirs(runs / self.source)
+        return phases[-1] if phases else runs / self.source
+
+
+def phase_dirs(d: Path) -> list[Path]:
+    """RUN/phase-1, phase-2, ... in their order (by number, not by name); a round's phase-K.hard.npy beside them is
+    not one."""
+    return sorted((p for p in d.glob("phase-*") if p.is_dir()), key=lambda p: int(p.name.rpartition("-")[2]))
 
 
 HARD_PAIRS = 100_000

@@ -53,6 +53,10 @@ DERIVED = (
             "from 32 parameters", "41a1-m7-b17", head_free=True, temperature=True),
     Derived("41a1-b16c-m4-r2-32p", "the small-batch lineage's 41 (41a1-b16c-m4-r2) as 41a1-m7-b17-32p is the first "
             "41's: every argmax its own, from 32 parameters", "41a1-b16c-m4-r2", head_free=True, temperature=True),
+    Derived("preset-41-screened-32p", "the 41 of the preset adder-41-screened, trained from its seeds (the setting "
+            "preset-41-screened, its last phase), as 41a1-m7-b17-32p is the first 41's: every argmax its own, from 32 "
+            "parameters", "preset-41-screened", head_free=True, temperature=True,
+            trained="the preset adder-41-screened, from its seeds"),
 )
 # united hard pairs: n6's round's (q5@6), then every round's of the chain so far (the rounds on their run's own alone
 # rose and fell)

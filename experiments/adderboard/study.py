@@ -31,7 +31,7 @@ import numpy as np
 from experiments.adderboard.gauge import derived_record, score_derived
 from experiments.adderboard.hard import carry_shaped, error_profile, off_by_one
 from experiments.adderboard.launch import command, derive, find_hard, hard_command, resume_command, unfinished
-from experiments.adderboard.recipes import Setting
+from experiments.adderboard.recipes import Setting, phase_dirs
 from experiments.adderboard.settings import DERIVED, SEARCH, needs
 from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
@@ -47,12 +47,6 @@ QUALIFY = 0.99  # the board's bar, on its verifier's 10,010 cases
 # a targeted round's error profile (hard.error_profile): its pairs, and a seed no round draws its hard pairs with
 PROFILE_PAIRS, PROFILE_SEED = 20_000, 1000
 EXPORT_AT = 0.99  # a run is exported and scored when its held-out autoregressive exact match reaches this
-
-
-def phase_dirs(d: Path) -> list[Path]:
-    """RUN/phase-1, phase-2, ... in their order (by number, not by name); a round's phase-K.hard.npy beside them is
-    not one."""
-    return sorted((p for p in d.glob("phase-*") if p.is_dir()), key=lambda p: int(p.name.rpartition("-")[2]))
 
 
 def setting_steps(s: Setting) -> int:
