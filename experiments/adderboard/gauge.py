@@ -68,6 +68,16 @@ def model_pins(head_free: bool = False, temperature: bool = False) -> str:
     return "model.pins=" + ",".join(PINS + HEAD_FREE * head_free + TEMPERATURE * temperature)
 
 
+def start_pins(amplitude: float, up: float) -> str:
+    """The 32's pins (model_pins(head_free=True, temperature=True)) at a fresh start's scale instead of the trained
+    41's: the arc's amplitude at its initial one, the RMSNorm scale's dims 2 and 0 at their initial 1, up's row 2 at
+    `up` (positive, both units), Q's two entries and the head-free write at 0. Any positive amplitude and scale and
+    nonzero up give the same functions (the module's directions); only where an optimizer starts differs."""
+    at = {f"W_E_arc[0]={AMPLITUDE:g}": f"W_E_arc[0]={amplitude:g}", f"mlp.W_in[2]={UP_2:g}": f"mlp.W_in[2]={up:g}",
+          f"shared_norm_0.scale[2]={SCALE_2:g}": "shared_norm_0.scale[2]=1", TEMPERATURE[0]: "shared_norm_0.scale[0]=1"}
+    return "model.pins=" + ",".join(at.get(p, p) for p in PINS + HEAD_FREE + TEMPERATURE)
+
+
 MODEL_PINS = model_pins()
 
 

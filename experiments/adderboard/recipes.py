@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.adderboard.gauge import model_pins
+from experiments.adderboard.gauge import model_pins, start_pins
 from miiii.presets import SHARED_NORMS, TIES_41
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -61,6 +61,8 @@ MODEL_33P = (*MODEL_41A1, model_pins(head_free=True))
 HEAD_FREE_41 = "41a1-m7-b17-33p"  # gauge.py --head-free's folder: the trained 41 as the 33 (its argmax the 41's)
 # 32 parameters: the 33 with the head's temperature pinned too (gauge.py --head-free --temperature)
 MODEL_32P = (*MODEL_41A1, model_pins(head_free=True, temperature=True))
+# the 32 from a seed: its pins at the start's scale (the arc's amplitude 2.5 of FROM_ARC, up's row 2 at the init's std)
+MODEL_32S = (*MODEL_41A1, start_pins(2.5, 0.02))
 
 
 @dataclass(frozen=True)

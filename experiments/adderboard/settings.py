@@ -10,6 +10,7 @@ from experiments.adderboard.recipes import (
     GAUGED_41,
     HEAD_FREE_41,
     MODEL_32P,
+    MODEL_32S,
     MODEL_33P,
     MODEL_35G,
     MODEL_35GR,
@@ -238,6 +239,12 @@ SEARCH = (
     Setting("41-start-angle1-b16-cos", "41-start-angle1-b16 with its lr decayed, cosine from 1e-2 to 0 over the "
             "240k steps: were its flat, noisy late losses the constant lr's noise at batch 16?",
             (*START_41, "model.tie_angle=1.0", "train.batch_size=16", "optim.schedule=cosine",
+             "optim.final_lr_frac=0"), steps=240_000, seeds=8),
+    Setting("32s-start-angle1-b16-cos", "41-start-angle1-b16-cos (8 seeds, 240k cosine steps from 1e-2 at batch 16) "
+            "with the 32's pins from the start, at the start's own scale (gauge.start_pins: the arc's amplitude 2.5, "
+            "the norm scale's dims 2 and 0 at 1, up's row 2 at 0.02, the other free entries the 41's own draws): "
+            "does the 32 in its own parameters leave the plateau from a seed as the 41 did?",
+            (*MODEL_32S, "optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine",
              "optim.final_lr_frac=0"), steps=240_000, seeds=8),
     Setting("41a1-cur3", "41-start-angle1 on 3-digit operands (task.train_digits=3, zero-padded; 500k of the 1M "
             "pairs): the first phase of the board's entries' 3 -> 6 -> 10-digit curriculum, 8 seeds, 10k steps at lr "
