@@ -3,6 +3,8 @@ the AdderBoard gauge (experiments/adderboard/gauge.py) moves the 41 along six di
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -192,3 +194,17 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     assert gauge([str(runs / "35"), "--out", str(runs / "x")]) == 2  # already pinned: not the 41's structure
     err = capsys.readouterr().err
     assert "exists" in err and "the gauge is the 41's" in err and not (runs / "x").exists()
+
+
+def test_the_32s_start_pins_are_the_32s_entries_at_the_starts_values():
+    """gauge.start_pins pins the same entries as the derived 32 (model_pins(head_free, temperature)), only at other
+    values, so the from-seed setting counts the same 32."""
+    from experiments.adderboard.gauge import model_pins, start_pins
+
+    def entries(pins: str) -> list[str]:  # the pinned entries, split at the commas outside brackets
+        return [p.partition("=")[0] for p in re.split(r",(?![^\[]*\])", pins.removeprefix("model.pins="))]
+
+    assert "mlp.W_out[:,2]" in entries(start_pins(2.5, 0.02))
+    assert entries(start_pins(2.5, 0.02)) == entries(model_pins(head_free=True, temperature=True))
+    assert start_pins(2.5, 0.02) != model_pins(head_free=True, temperature=True)
+    assert "W_E_arc[0]=2.5" in start_pins(2.5, 0.02) and "mlp.W_in[2]=0.02" in start_pins(2.5, 0.02)

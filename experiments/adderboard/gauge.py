@@ -49,11 +49,19 @@ if TYPE_CHECKING:
 
 AMPLITUDE, SCALE_2, UP_2, SCALE_0 = 40.0, 50.0, 10.0, 7.0  # the pins' values
 ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: a pair whose 2 x 2 solve is well conditioned on the trained 41
-PINS = (f"W_E_arc[0]={AMPLITUDE:g}", f"shared_norm_0.scale[2]={SCALE_2:g}", f"mlp.W_in[2]={UP_2:g}",
-        *(f"attn.W_Q[0,2,{i}]=0" for i in ZERO_Q))
+
+
+def pins_at(amplitude: float, scale_2: float, up_2: float) -> tuple[str, ...]:
+    """The six exact directions' pins (one entry each) at the given values; PINS at the trained 41's."""
+    return (f"W_E_arc[0]={amplitude:g}", f"shared_norm_0.scale[2]={scale_2:g}", f"mlp.W_in[2]={up_2:g}",
+            *(f"attn.W_Q[0,2,{i}]=0" for i in ZERO_Q))
+
+
+PINS = pins_at(AMPLITUDE, SCALE_2, UP_2)
 HEAD_FREE = ("mlp.W_out[:,2]=0",)  # the MLP's write to residual dim 2: argmax-free (the 33)
 TEMPERATURE = (f"shared_norm_0.scale[0]={SCALE_0:g}",)  # the head's temperature: argmax-free (with HEAD_FREE, 32)
 GAUGED = "gauged.json"
+CHAIN = "its chain of study settings"  # how a derived folder's source was trained, unless its Derived says
 # the 41's structure, which the directions need: V = Q and O = Q^T (5, 6, 9), K a turn of Q, the three RMSNorms one
 # scale (1, 4, 9), the arc on d_model 3 (its dim 2 is 0), SwiGLU of width 2, one head, one pre-norm block
 TIES_41 = ("attn.W_K=rot(attn.W_Q)", "attn.W_V=attn.W_Q", "attn.W_O=T(attn.W_Q)")
@@ -73,9 +81,7 @@ def start_pins(amplitude: float, up: float) -> str:
     41's: the arc's amplitude at its initial one, the RMSNorm scale's dims 2 and 0 at their initial 1, up's row 2 at
     `up` (positive, both units), Q's two entries and the head-free write at 0. Any positive amplitude and scale and
     nonzero up give the same functions (the module's directions); only where an optimizer starts differs."""
-    at = {f"W_E_arc[0]={AMPLITUDE:g}": f"W_E_arc[0]={amplitude:g}", f"mlp.W_in[2]={UP_2:g}": f"mlp.W_in[2]={up:g}",
-          f"shared_norm_0.scale[2]={SCALE_2:g}": "shared_norm_0.scale[2]=1", TEMPERATURE[0]: "shared_norm_0.scale[0]=1"}
-    return "model.pins=" + ",".join(at.get(p, p) for p in PINS + HEAD_FREE + TEMPERATURE)
+    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE + ("shared_norm_0.scale[0]=1",))
 
 
 MODEL_PINS = model_pins()
@@ -236,7 +242,7 @@ def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
 
     return [dict(setting=r["name"], run=r["name"], **export_scored(
         runs / r["name"], out, f"adder-{r['params']}p-{r['name']}",
-        history=f"trained as {r['source']} ({r.get('trained', 'its chain of study settings')}), then written again "
+        history=f"trained as {r['source']} ({r.get('trained', CHAIN)}), then written again "
         f"with entries pinned, no training step: {', '.join(r['pins'])} (experiments/adderboard/gauge.py)"))
         for r in records]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.adderboard.gauge import model_pins, start_pins
+from experiments.adderboard.gauge import CHAIN, model_pins, start_pins
 from miiii.presets import SHARED_NORMS, TIES_41
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -90,7 +90,7 @@ class Derived:
     source: str  # the trained run: a setting's, under the same runs folder (a phased setting's: its last phase)
     head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
     temperature: bool = False  # gauge.py --temperature: the head's temperature pinned too
-    trained: str = "its chain of study settings"  # how the source was trained, as the export's metadata says
+    trained: str = CHAIN  # how the source was trained, as the export's metadata says
 
     @property
     def flags(self) -> str:
