@@ -196,15 +196,18 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     assert "exists" in err and "the gauge is the 41's" in err and not (runs / "x").exists()
 
 
-def test_the_32s_start_pins_are_the_32s_entries_at_the_starts_values():
-    """gauge.start_pins pins the same entries as the derived 32 (model_pins(head_free, temperature)), only at other
-    values, so the from-seed setting counts the same 32."""
+@pytest.mark.parametrize("head_free,temperature", [(True, True), (False, False), (True, False)])
+def test_start_pins_are_the_derived_models_entries_at_the_starts_values(head_free, temperature):
+    """gauge.start_pins pins the same entries as the derived model (model_pins with the same switches: the 32, the 35,
+    the 33), only at other values, so a from-seed setting counts the same parameters."""
     from experiments.adderboard.gauge import model_pins, start_pins
 
     def entries(pins: str) -> list[str]:  # the pinned entries, split at the commas outside brackets
         return [p.partition("=")[0] for p in re.split(r",(?![^\[]*\])", pins.removeprefix("model.pins="))]
 
-    assert "mlp.W_out[:,2]" in entries(start_pins(2.5, 0.02))
-    assert entries(start_pins(2.5, 0.02)) == entries(model_pins(head_free=True, temperature=True))
-    assert start_pins(2.5, 0.02) != model_pins(head_free=True, temperature=True)
-    assert "W_E_arc[0]=2.5" in start_pins(2.5, 0.02) and "mlp.W_in[2]=0.02" in start_pins(2.5, 0.02)
+    start, derived = start_pins(2.5, 0.02, head_free, temperature), model_pins(head_free, temperature)
+    assert ("mlp.W_out[:,2]" in entries(start)) == head_free
+    assert ("shared_norm_0.scale[0]" in entries(start)) == temperature
+    assert entries(start) == entries(derived) and len(entries(start)) == 5 + head_free + temperature
+    assert start != derived
+    assert "W_E_arc[0]=2.5" in start and "mlp.W_in[2]=0.02" in start

@@ -76,12 +76,13 @@ def model_pins(head_free: bool = False, temperature: bool = False) -> str:
     return "model.pins=" + ",".join(PINS + HEAD_FREE * head_free + TEMPERATURE * temperature)
 
 
-def start_pins(amplitude: float, up: float) -> str:
-    """The 32's pins (model_pins(head_free=True, temperature=True)) at a fresh start's scale instead of the trained
-    41's: the arc's amplitude at its initial one, the RMSNorm scale's dims 2 and 0 at their initial 1, up's row 2 at
-    `up` (positive, both units), Q's two entries and the head-free write at 0. Any positive amplitude and scale and
-    nonzero up give the same functions (the module's directions); only where an optimizer starts differs."""
-    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE + ("shared_norm_0.scale[0]=1",))
+def start_pins(amplitude: float, up: float, head_free: bool = True, temperature: bool = True) -> str:
+    """A derived model's pins (model_pins' entries, the 32's by default) at a fresh start's scale instead of the
+    trained 41's: the arc's amplitude at its initial one, the RMSNorm scale's dims 2 and 0 at their initial 1, up's
+    row 2 at `up` (positive, both units), Q's two entries and the head-free write at 0. Any positive amplitude and
+    scale and nonzero up give the same functions (the module's directions); only where an optimizer starts differs."""
+    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE * head_free
+                                    + ("shared_norm_0.scale[0]=1",) * temperature)
 
 
 MODEL_PINS = model_pins()

@@ -63,6 +63,8 @@ HEAD_FREE_41 = "41a1-m7-b17-33p"  # gauge.py --head-free's folder: the trained 4
 MODEL_32P = (*MODEL_41A1, model_pins(head_free=True, temperature=True))
 # the 32 from a seed: its pins at the start's scale (the arc's amplitude 2.5 of FROM_ARC, up's row 2 at the init's std)
 MODEL_32S = (*MODEL_41A1, start_pins(2.5, 0.02))
+# the 35 from a seed: its six exact pins alone at the start's scale (the head's temperature and write to dim 2 free)
+MODEL_35S = (*MODEL_41A1, start_pins(2.5, 0.02, head_free=False, temperature=False))
 
 
 @dataclass(frozen=True)
