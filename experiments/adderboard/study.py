@@ -279,8 +279,8 @@ def results_md(summary: dict) -> str:
     else:
         lines.append(f"No run has reached {EXPORT_AT:.2f} exact match on the held-out pairs yet: nothing qualifies.")
     lines += ["", "## What each setting asks", ""]
-    lines += [f"- **{r['name']}**: {r['why']}. `{r['command']}`" for r in summary["settings"]
-              + summary.get("derived", [])]
+    lines += [f"- **{r['name']}**: {r['why']}{'' if r['why'].endswith(('?', '.')) else '.'} `{r['command']}`"
+              for r in summary["settings"] + summary.get("derived", [])]
     return "\n".join(lines) + "\n"
 
 
