@@ -185,3 +185,27 @@ def test_a_stopped_study_continues_its_unfinished_run_in_place(tmp_path, monkeyp
     assert calls == [["sweep", "--resume", str(runs / "41-start-angle1"), "--no-progress"],
                      ["train", "--resume", str(runs / "32p-b34"), "--no-progress"]]
     assert not launch.hard_file(by["32p-b34"], runs).exists() and "no setting" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("resumed_from", [5000, None])
+def test_a_sweep_stopped_and_resumed_has_its_wall_marked(tmp_path, resumed_from):
+    """A sweep's wall is the span of its files, so one that was stopped and resumed (its sweep.json's resumed_from)
+    holds the pause: its record says so and results.md marks its wall with *; one run straight through is unmarked."""
+    from miiii.config import apply_overrides
+    from miiii.presets import get_preset
+    from miiii.rundir import write_config
+
+    by = {s.name: s for s in study.SEARCH}
+    s = by["32p-start-angle1-b16-cos"]
+    member = tmp_path / s.name / "member_000"
+    member.mkdir(parents=True)
+    write_config(member, apply_overrides(get_preset("adder-146"), list(s.sets)))
+    (member / "summary.json").write_text(json.dumps({"steps": 1, "valid_autoregressive_acc": 0.0,
+                                                        "final": {"train": {"loss": 2.0}}}))
+    (member / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / s.name / "sweep.json").write_text(json.dumps({"resumed_from": resumed_from}))
+    rec = study.setting_record(s, tmp_path)
+    assert rec["params"] == 32 and rec.get("resumed", False) == (resumed_from is not None)
+    row = next(line for line in study.results_md({"qualify": 0.99, "settings": [rec], "scores": []}).splitlines()
+               if line.startswith(f"| {s.name} |"))
+    assert row.endswith(f"| {rec['wall_s'] / 60:.1f}{'*' if resumed_from else ''} |")

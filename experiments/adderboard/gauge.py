@@ -78,9 +78,10 @@ def model_pins(head_free: bool = False, temperature: bool = False) -> str:
 
 def start_pins(amplitude: float, up: float, head_free: bool = True, temperature: bool = True) -> str:
     """A derived model's pins (model_pins' entries, the 32's by default) at a fresh start's scale instead of the
-    trained 41's: the arc's amplitude at its initial one, the RMSNorm scale's dims 2 and 0 at their initial 1, up's
-    row 2 at `up` (positive, both units), Q's two entries and the head-free write at 0. Any positive amplitude and
-    scale and nonzero up give the same functions (the module's directions); only where an optimizer starts differs."""
+    trained 41's: the arc's amplitude at its initial one, the RMSNorm scale's dim 2 (and dim 0, with temperature) at
+    their initial 1, up's row 2 at `up` (positive, both units), Q's two entries (and the write to dim 2, with
+    head_free) at 0. Any positive amplitude and scale and nonzero up give the same functions (the module's
+    directions); only where an optimizer starts differs."""
     return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE * head_free
                                     + ("shared_norm_0.scale[0]=1",) * temperature)
 

@@ -256,7 +256,8 @@ SEARCH = (
              "optim.final_lr_frac=0"), steps=240_000, seeds=8),
     Setting("32p-start-angle1-b16-cos", "32s-start-angle1-b16-cos with the 32's pins at the trained 41's values "
             "(gauge.py's: the amplitude 40, the scale's dims 2 and 0 at 50 and 7, up's row 2 at 10) from the start, "
-            "4 seeds: the temperature the 41 reached, fixed from step 0",
+            "4 seeds: the head's scale in dim 0 at 280 (40 times 7), where gauge.py writes the trained 41, fixed from "
+            "step 0: does the 32 leave the plateau when its head starts as sharp as the trained 41's?",
             (*MODEL_32P, "optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine",
              "optim.final_lr_frac=0"), steps=240_000, seeds=4),
     Setting("41a1-cur3", "41-start-angle1 on 3-digit operands (task.train_digits=3, zero-padded; 500k of the 1M "

@@ -128,6 +128,9 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                command=(hard_command(s, runs) + " && " if s.hard else "") + "python -m miiii "
                + " ".join(command(s, runs)),
                wall_s=round(wall, 1), members=recs)
+    if not s.phased and not s.init_from and (sweep := d / "sweep.json").is_file():  # a sweep stopped and resumed:
+        if json.loads(sweep.read_text()).get("resumed_from") is not None:  # its span of files holds the pause
+            rec["resumed"] = True
     if s.hard or (s.phased and phase_configs(s.phased)[-1].task.replay_hard):
         # a targeted round (a recipe's last phase too): where its run still goes wrong
         rec["profile"] = dict(error_profile(members[0], PROFILE_PAIRS, PROFILE_SEED), run=s.name)
@@ -186,7 +189,9 @@ def results_md(summary: dict) -> str:
              f"{EXPORT_AT:.2f} there is exported and scored on the verifier's cases. *Loss* is the final training "
              "loss in nats per answer digit. On 10-digit operands a uniform guess at every digit costs "
              f"{UNIFORM:.2f} and each digit's marginal (the eleventh, the carry out, is 0 or 1) {MARGINALS:.2f}; "
-             "runs that learned nothing of the sum stop near 2.27, between the two.", "",
+             "runs that learned nothing of the sum stop near 2.27, between the two. *Wall* is the minutes from a "
+             "setting's first file to its last, on a machine shared with whatever else ran; a sweep stopped and "
+             "resumed (marked *) counts its pause too.", "",
              "| setting | unique params | steps | seed: exact match (lr, loss) | runs at >= 0.99 "
              "| wall (min, shared) |",
              "|---|---|---|---|---|---|"]
@@ -195,7 +200,7 @@ def results_md(summary: dict) -> str:
         hit = sum(m["exact"] is not None and m["exact"] >= 0.99 for m in r["members"])
         after = f" after {r['init_from']}" if r["init_from"] else ""
         lines.append(f"| {r['name']} | {r['params']} | {r['steps']:,}{after} | {per} | {hit} of {len(r['members'])} | "
-                     f"{r['wall_s'] / 60:.1f} |")
+                     f"{r['wall_s'] / 60:.1f}{'*' if r.get('resumed') else ''} |")
     phased = [r for r in summary["settings"] if len(r.get("phases") or ()) > 1]  # one phase: the main table says it
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
