@@ -43,6 +43,9 @@ from experiments.adderboard.recipes import (
     targeted,
 )
 
+# 41-start-angle1-b16-cos's recipe after its model: the from-seed screens of the 41's derived models train as it did
+B16_COS = ("optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine", "optim.final_lr_frac=0")
+
 DERIVED = (
     Derived(GAUGED_41, "the trained 41 (41a1-m7-b17) with its six exact symmetries fixed by pins (gauge.py): the "
             "same logits from 35 parameters", "41a1-m7-b17"),
@@ -245,21 +248,18 @@ SEARCH = (
             "with the 32's pins from the start, at the start's own scale (gauge.start_pins: the arc's amplitude 2.5, "
             "the norm scale's dims 2 and 0 at 1, up's row 2 at 0.02, the other free entries the 41's own draws): "
             "does the 32 in its own parameters leave the plateau from a seed as the 41 did?",
-            (*MODEL_32S, "optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine",
-             "optim.final_lr_frac=0"), steps=240_000, seeds=8),
+            (*MODEL_32S, *B16_COS), steps=240_000, seeds=8),
     Setting("35s-start-angle1-b16-cos", "32s-start-angle1-b16-cos with the six exact pins alone (35 parameters, "
             "gauge.start_pins without the head-free and temperature pins): the 32's start fixes the head's scale in "
             "dim 0 (the arc's amplitude times the norm scale's dim 0) at 2.5, under a hundredth of the trained 41s' "
             "(their submission files), which caps how far a middle digit's logit can lead; with it free, does the 35 "
             "leave the plateau from a seed as the 41 did?",
-            (*MODEL_35S, "optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine",
-             "optim.final_lr_frac=0"), steps=240_000, seeds=8),
+            (*MODEL_35S, *B16_COS), steps=240_000, seeds=8),
     Setting("32p-start-angle1-b16-cos", "32s-start-angle1-b16-cos with the 32's pins at the trained 41's values "
             "(gauge.py's: the amplitude 40, the scale's dims 2 and 0 at 50 and 7, up's row 2 at 10) from the start, "
             "4 seeds: the head's scale in dim 0 at 280 (40 times 7), where gauge.py writes the trained 41, fixed from "
             "step 0: does the 32 leave the plateau when its head starts as sharp as the trained 41's?",
-            (*MODEL_32P, "optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine",
-             "optim.final_lr_frac=0"), steps=240_000, seeds=4),
+            (*MODEL_32P, *B16_COS), steps=240_000, seeds=4),
     Setting("41a1-cur3", "41-start-angle1 on 3-digit operands (task.train_digits=3, zero-padded; 500k of the 1M "
             "pairs): the first phase of the board's entries' 3 -> 6 -> 10-digit curriculum, 8 seeds, 10k steps at lr "
             "1e-2", (*START_41, "model.tie_angle=1.0", "task.train_digits=3", "task.n_train=500000"), steps=10_000,
