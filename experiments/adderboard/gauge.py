@@ -59,7 +59,14 @@ def pins_at(amplitude: float, scale_2: float, up_2: float) -> tuple[str, ...]:
 
 PINS = pins_at(AMPLITUDE, SCALE_2, UP_2)
 HEAD_FREE = ("mlp.W_out[:,2]=0",)  # the MLP's write to residual dim 2: argmax-free (the 33)
-TEMPERATURE = (f"shared_norm_0.scale[0]={SCALE_0:g}",)  # the head's temperature: argmax-free (with HEAD_FREE, 32)
+
+
+def temperature_at(scale_0: float) -> tuple[str, ...]:
+    """The head's temperature pin (the RMSNorm scale's dim 0) at the given value: argmax-free."""
+    return (f"shared_norm_0.scale[0]={scale_0:g}",)
+
+
+TEMPERATURE = temperature_at(SCALE_0)  # at the trained 41's value (with HEAD_FREE, the 32)
 GAUGED = "gauged.json"
 CHAIN = "its chain of study settings"  # how a derived folder's source was trained, unless its Derived says
 # the 41's structure, which the directions need: V = Q and O = Q^T (5, 6, 9), K a turn of Q, the three RMSNorms one
@@ -82,8 +89,7 @@ def start_pins(amplitude: float, up: float, head_free: bool = True, temperature:
     their initial 1, up's row 2 at `up` (positive, both units), Q's two entries (and the write to dim 2, with
     head_free) at 0. Any positive amplitude and scale and nonzero up give the same functions (the module's
     directions); only where an optimizer starts differs."""
-    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE * head_free
-                                    + ("shared_norm_0.scale[0]=1",) * temperature)
+    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE * head_free + temperature_at(1) * temperature)
 
 
 MODEL_PINS = model_pins()
