@@ -235,6 +235,7 @@ class Session:
         starts = range(done, steps, cfg.train.chunk)
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]
         traced, compiles = profiled_chunk([(n, recorder.counts(s, n)) for s, n in zip(starts, lengths, strict=True)])
+        order = trainer.order(state)  # the running epoch's sample order, carried from chunk to chunk
         for i, n in enumerate(lengths):
             if stop.requested:  # at the top: a stop asked for during start-up, after the step-0 checkpoint
                 bar.close()
@@ -243,8 +244,9 @@ class Session:
             t0 = time.perf_counter()
             snap_at = snap_steps(done, n, self.ckpts.kept_for_good)
             with trace_chunk(self.profile if i == traced else None, i, done, n, compiles):
-                state, out = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at)
-                snapped, out = out.snaps, jax.device_get(out._replace(snaps=None))  # only used slots leave the device
+                state, out = trainer.chunk(state, data, n, recorder.counts(done, n), snap_at, order)
+                # only used slots leave the device; the order stays for the next chunk
+                snapped, order, out = out.snaps, out.order, jax.device_get(out._replace(snaps=None, order=None))
             if compile_s is None:
                 compile_s = time.perf_counter() - t0
             try:

@@ -166,18 +166,23 @@ MEMBER_DATA = ("train_x", "train_y", "valid_x", "valid_y")  # a member's own spl
 
 
 def members_chunk(trainer: Trainer, own_data: bool = False) -> Callable:
-    """jit(states, data, n_steps, counts=None, snap_at=None) -> (states, ChunkOut, member axis first):
+    """jit(states, data, n_steps, counts=None, snap_at=None, order=None) -> (states, ChunkOut, member axis first):
     `trainer.raw_chunk` vmapped over members of `init_members`; the data (the recorded inputs too) and the
     recording's `counts` and `snap_at` are shared, but for data["hp"] (one value per member) and, with `own_data`,
     the MEMBER_DATA arrays (each member's split, member axis first). `states` is donated."""
     per_member = ("hp", *MEMBER_DATA) if own_data else ("hp",)
 
-    def chunk(states, data, n_steps, counts=None, snap_at=None):
+    def chunk(states, data, n_steps, counts=None, snap_at=None, order=None):
         axes = {k: 0 if k in per_member else None for k in data}
-        return jax.vmap(lambda s, d, at: trainer.raw_chunk(s, d, n_steps, counts, at),
-                        in_axes=(MEMBER_AXES, axes, None), out_axes=(MEMBER_AXES, 0))(states, data, snap_at)
+        return jax.vmap(lambda s, d, at, o: trainer.raw_chunk(s, d, n_steps, counts, at, o),
+                        in_axes=(MEMBER_AXES, axes, None, 0), out_axes=(MEMBER_AXES, 0))(states, data, snap_at, order)
 
-    return jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0)
+    return jax.jit(chunk, static_argnums=(2, 3), donate_argnums=(0, 5))
+
+
+def members_order(trainer: Trainer) -> Callable:
+    """jit(states) -> every member's running epoch order (member axis first): the first chunk's `order`."""
+    return jax.jit(jax.vmap(trainer.raw_order, in_axes=(MEMBER_AXES,)))
 
 
 _STARTING = "stopping once the start-up step under way returns (nothing is kept); press Ctrl-C again to stop at once"
@@ -275,6 +280,7 @@ class SweepRun:
         # a grid over the split (DATA_SWEEPABLE): every member's own task, same shapes, its data stacked
         self.tasks = [prepare(m.config) for m in self.padded] if set(self.keys) & set(DATA_SWEEPABLE) else None
         self.chunk = members_chunk(self.trainer, own_data=self.tasks is not None)
+        self.order = members_order(self.trainer)
         self.hist = self.trainer.empty_history(cfg.train.steps, len(self.task.task_names), lead=(len(self.padded),))
         self.files: list[MemberFiles] = []
         self.kept = log_steps(cfg.train.steps, cfg.ckpt.keep_log)
@@ -359,6 +365,7 @@ class SweepRun:
         lengths = [min(cfg.train.chunk, steps - s) for s in starts]
         traced, compiles = profiled_chunk([(m, self.counts(s, m)) for s, m in zip(starts, lengths, strict=True)])
         self.last_ckpt = done
+        order = self.order(states)  # every member's running epoch order, carried from chunk to chunk
         with tqdm(total=steps, initial=done, disable=not (progress and self.writer), unit="step",
                   desc=f"sweep x{n}") as bar:
             for i, m in enumerate(lengths):
@@ -371,8 +378,8 @@ class SweepRun:
                     tqdm.write(f"compiling and running the first chunk ({m} steps x {n} members)…", file=sys.stderr)
                     t_first = time.perf_counter()
                 with trace_chunk(profile if i == traced and self.writer else None, i, done, m, compiles):
-                    states, out = self.chunk(states, data, m, self.counts(done, m), snap_at)
-                    out = fetch(out)
+                    states, out = self.chunk(states, data, m, self.counts(done, m), snap_at, order)
+                    order, out = out.order, fetch(out._replace(order=None))
                 if i == 0 and self.writer:
                     tqdm.write(f"first chunk: {time.perf_counter() - t_first:.0f} s (its compile included)",
                                file=sys.stderr)

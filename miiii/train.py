@@ -166,14 +166,17 @@ class ChunkOut(NamedTuple):
     record: tuple = ()  # per recording group: its rows of the chunk, stacked (a dict of arrays each)
     record_end: tuple = ()  # per group: its record of the state after the chunk's last update
     snaps: tuple | None = None  # (params, opt_state, step), stacked at the chunk's `snap_at` steps; None: none asked
+    order: object = None  # the running epoch's sample order after the chunk: the next chunk's `order` (no sort again)
 
 
 class Trainer(NamedTuple):
     """The jitted functions of one run, built from its config and task."""
 
     init: Callable  # (seed) -> TrainState
-    chunk: Callable  # (state, data, n_steps, counts?, snap_at?) -> (state, ChunkOut); jitted, donates state
+    chunk: Callable  # (state, data, n_steps, counts?, snap_at?, order?) -> (state, ChunkOut); jitted, donates state
     raw_chunk: Callable  # the same, not jitted: for vmap over seeds or hyper-parameters
+    order: Callable  # (state) -> the running epoch's sample order at state.step: a first chunk's `order`; jitted
+    raw_order: Callable  # the same, not jitted
     evaluate: Callable  # (params, x, y, spec) -> (loss, task_loss, task_acc)
     apply: Callable  # (params, x) -> (logits, acts) in eval mode
     model: object
@@ -305,28 +308,37 @@ def snap_into(snap_at, snaps, st):
                         lambda b: b, snaps)
 
 
-def make_chunk(cfg: RunConfig, task: Task, step: Callable, apply: Callable, record_groups: tuple) -> Callable:
-    """`chunk(state, data, n_steps, counts=None, snap_at=None) -> (state, ChunkOut)`: `step` scanned n_steps times,
-    recording and capturing states on the way when asked."""
+def make_chunk(cfg: RunConfig, task: Task, step: Callable, apply: Callable,
+               record_groups: tuple) -> tuple[Callable, Callable]:
+    """`chunk(state, data, n_steps, counts=None, snap_at=None, order=None) -> (state, ChunkOut)`: `step` scanned
+    n_steps times, recording and capturing states on the way when asked; and `start_order(state)`, the order a run's
+    first chunk takes."""
     n_train = len(task.train.x)
     batch = 0 < cfg.train.batch_size < n_train
     per_epoch = steps_per_epoch(cfg.train, n_train)
 
-    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None, snap_at=None):
+    def start_order(state: TrainState):
+        """The running epoch's sample order at state.step (minibatches; empty at full batch). A state at an epoch's
+        first step gets zeros: the step's own cond draws that epoch's order (one sort)."""
+        if not batch:
+            return jnp.zeros((0,), jnp.int32)
+        return jax.lax.cond(state.step % per_epoch == 0, lambda: jnp.zeros((n_train,), jnp.int32),
+                            lambda: epoch_order(state.key, state.step // per_epoch, n_train))
+
+    def chunk(state: TrainState, data: dict, n_steps: int, counts: tuple | None = None, snap_at=None, order=None):
         """Metrics at index i describe the parameters *before* update state.step + i.
 
         `counts[g]`: how many multiples of group g's `every` lie in [state.step, state.step + n_steps)
         (static; the default assumes the chunk starts at a multiple of every `every`).
         `snap_at`: (m,) int32 steps (-1 = none) whose whole state (params, opt_state, step; the key never
         changes) is returned in `ChunkOut.snaps`, stacked, for the checkpoints kept at log-spaced steps.
+        `order`: the last chunk's `ChunkOut.order` (or `start_order(state)`); None draws it here, a sort of the
+        training set that at 2M pairs costs seconds a chunk (the batches are the same either way).
         """
-        order = jnp.zeros((0,), jnp.int32)
-        if batch:  # the running epoch's order; a chunk that starts an epoch leaves it to the step's cond (one sort)
-            order = jax.lax.cond(state.step % per_epoch == 0, lambda: jnp.zeros((n_train,), jnp.int32),
-                                 lambda: epoch_order(state.key, state.step // per_epoch, n_train))
+        order = start_order(state) if order is None else order
         if not record_groups and snap_at is None:
-            (state, _), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
-            return state, ChunkOut(metrics)
+            (state, order), metrics = jax.lax.scan(lambda c, _: step(c, data), (state, order), None, length=n_steps)
+            return state, ChunkOut(metrics, order=order)
         counts = counts or tuple(rows_before(n_steps, every) for every, _ in record_groups)
         t0 = state.step
 
@@ -345,12 +357,12 @@ def make_chunk(cfg: RunConfig, task: Task, step: Callable, apply: Callable, reco
         )
         snaps = () if snap_at is None else jax.tree.map(
             lambda a: jnp.zeros((len(snap_at), *a.shape), a.dtype), (state.params, state.opt_state, state.step))
-        (state, _, bufs, snaps), metrics = jax.lax.scan(body, (state, order, bufs, snaps), None, length=n_steps)
+        (state, order, bufs, snaps), metrics = jax.lax.scan(body, (state, order, bufs, snaps), None, length=n_steps)
         # the state after the chunk's last update too (one record per chunk; the run's last step needs it)
         end = tuple(fn(apply, state.params, data) for _, fn in record_groups)
-        return state, ChunkOut(metrics, tuple(bufs), end, snaps if snap_at is not None else None)
+        return state, ChunkOut(metrics, tuple(bufs), end, snaps if snap_at is not None else None, order)
 
-    return chunk
+    return chunk, start_order
 
 
 def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics: tuple | None = None) -> Trainer:
@@ -386,13 +398,15 @@ def make_trainer(cfg: RunConfig, task: Task, record_groups: tuple = (), metrics:
         return loss_and_metrics(logits, y, spec, model.unembed_buckets, **loss_kind(cfg))
 
     step = make_step(cfg, task, apply, evaluate, tx, metrics, model.unembed_buckets)
-    chunk = make_chunk(cfg, task, step, apply, record_groups)
+    chunk, start_order = make_chunk(cfg, task, step, apply, record_groups)
     # the matmul precision is read while tracing, so it is set around every traced function (train.precision)
     init, chunk, evaluate, apply = (with_precision(f, cfg.train.precision) for f in (init, chunk, evaluate, apply))
     return Trainer(
         init=init,
-        chunk=jax.jit(chunk, static_argnums=(2, 3), donate_argnums=0),
+        chunk=jax.jit(chunk, static_argnums=(2, 3), donate_argnums=(0, 5)),
         raw_chunk=chunk,
+        order=jax.jit(start_order),
+        raw_order=start_order,
         evaluate=jax.jit(evaluate),
         apply=jax.jit(apply),
         model=model,

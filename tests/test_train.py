@@ -166,6 +166,28 @@ def test_trainer_uses_the_documented_batch_order():
     np.testing.assert_allclose(float(m["loss"][0]), float(loss), rtol=1e-5)
 
 
+def test_a_carried_order_gives_the_batches_a_chunk_draws_itself():
+    """The session and the sweep hand each chunk the last one's ChunkOut.order (the first trainer.order(state))
+    instead of sorting the training set again: chunks of 3 steps in epochs of 4 start mid-epoch and cross epoch
+    boundaries, and their metrics and parameters are bit for bit those of chunks that draw the order themselves."""
+    _, _, trainer, data = setup(*REVERSAL)
+    s_own, m_own = run(trainer, data, 0, [3, 3, 3, 3])
+    state = trainer.init(0)
+    order, rows = trainer.order(state), []
+    for _ in range(4):
+        state, out = trainer.chunk(state, data, 3, None, None, order)
+        order, m = out.order, jax.device_get(out.metrics)
+        # after step t the order is that of t's epoch (the next chunk starts in it or draws a new one itself)
+        t = int(state.step) - 1
+        np.testing.assert_array_equal(np.asarray(order)[(t % 4) * 16:(t % 4 + 1) * 16],
+                                      np.asarray(batch_indices(jax.random.key(0), t, 64, 16)[0]))
+        rows.append(m)
+    for k in m_own:
+        np.testing.assert_array_equal(np.concatenate([m[k] for m in rows]), m_own[k])
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(s_own.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_batch_larger_than_data_is_refused():
     from miiii.config import ConfigError
 

@@ -26,16 +26,17 @@ def time_miiii(preset: str, sets: list[str], steps: int, chunk: int, repeats: in
     data = task_data(task)
     state = trainer.init(0)
     t0 = time.perf_counter()
-    state, m = trainer.chunk(state, data, chunk)
-    jax.block_until_ready(m)
+    state, out = trainer.chunk(state, data, chunk, None, None, trainer.order(state))  # the order carried, as a run
+    jax.block_until_ready(out)
     compile_s = time.perf_counter() - t0  # includes one chunk of steps
     samples = []
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
         done = 0
         while done < steps:
-            state, m = trainer.chunk(state, data, chunk)
+            state, out = trainer.chunk(state, data, chunk, None, None, out.order)
             done += chunk
+        m = out.metrics
         jax.block_until_ready(m)
         samples.append(done / (time.perf_counter() - t0))
     samples = samples[1:]
