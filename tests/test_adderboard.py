@@ -209,3 +209,36 @@ def test_a_sweep_stopped_and_resumed_has_its_wall_marked(tmp_path, resumed_from)
     row = next(line for line in study.results_md({"qualify": 0.99, "settings": [rec], "scores": []}).splitlines()
                if line.startswith(f"| {s.name} |"))
     assert row.endswith(f"| {rec['wall_s'] / 60:.1f}{'*' if resumed_from else ''} |")
+
+
+def test_a_phased_settings_elapsed_time_is_its_phases_spans_not_the_wait_between_them(tmp_path):
+    """Each phase's elapsed time is the span from its config.json to its summary.json (start-up and the final
+    evaluation included, which its loop's wall time leaves out); the row *all* sums them, so a recipe that waited
+    between two phases does not count the wait; a record from before the column renders –."""
+    import os
+
+    from miiii.presets import phase_configs
+    from miiii.rundir import write_config
+
+    by = {s.name: s for s in study.SEARCH}
+    s = by["preset-41-phases"]
+    times = {1: (0, 600), 2: (1000, 1300)}  # phase 2 began 400 s after phase 1 ended
+    for k, cfg in enumerate(phase_configs(s.phased), 1):
+        d = tmp_path / s.name / f"phase-{k}"
+        d.mkdir(parents=True)
+        write_config(d, cfg)
+        (d / "summary.json").write_text(json.dumps({"steps": 10, "wall_s": 60.0 * k, "valid_autoregressive_acc": 0.5,
+                                                    "final": {"train": {"loss": 1.0}}}))
+        for name, t in zip(("config.json", "summary.json"), times[k], strict=True):
+            os.utime(d / name, (1e9 + t, 1e9 + t))
+    rec = study.setting_record(s, tmp_path)
+    assert [x["elapsed_s"] for x in rec["phases"]] == [600, 300] and rec["elapsed_s"] == 900
+    assert rec["wall_s"] == 180  # the loops' own
+    old = json.loads(json.dumps(rec))
+    del old["elapsed_s"], old["phases"][0]["elapsed_s"]
+    lines = study.results_md({"qualify": 0.99, "settings": [rec], "scores": []}).splitlines()
+    rows = [line for line in lines if line.startswith(f"| {s.name} |")][1:]  # the main table's row first
+    assert [r.rsplit("|", 3)[1:3] for r in rows] == [[" 1.0 ", " 10.0 "], [" 2.0 ", " 5.0 "], [" 3.0 ", " 15.0 "]]
+    lines = study.results_md({"qualify": 0.99, "settings": [old], "scores": []}).splitlines()
+    rows = [line for line in lines if line.startswith(f"| {s.name} |")][1:]
+    assert [r.rsplit("|", 2)[1] for r in rows] == [" – ", " 5.0 ", " – "]
