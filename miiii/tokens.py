@@ -113,7 +113,8 @@ def decode(tokens) -> str:
 def draw_distinct(
     rng: np.random.Generator, n: int, n_digits: int, count: int, exclude: set, mixed: bool = False
 ) -> np.ndarray:
-    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`.
+    """`count` distinct operand rows (n columns of ints < 10**n_digits) whose tuples are not in `exclude`: rows drawn
+    in batches, each kept unless an earlier one (or `exclude`) holds it, until `count` are kept.
 
     mixed: half the operands are uniform n-digit numbers, the other half a random block of 0..n_digits
     digits at a random place with zeros around it (0 digits: the operand is 0). A curriculum in the
@@ -121,24 +122,44 @@ def draw_distinct(
     uniform; where b's column j is 0 it depends on a_j alone, and attention gets a gradient toward that
     column. Blocks at the high end only (short numbers) left the ones and tens columns unlearned.
     """
+    if n_digits > 18:  # beyond int64: Python ints, a set of tuples
+        return _draw_distinct_big(rng, n, n_digits, count, exclude, mixed)
+    out, kept = [], 0
+    seen = row_keys(np.array(sorted(exclude), np.int64).reshape(-1, n))
+    while kept < count:
+        size = (2 * (count - kept) + 16, n)
+        if mixed:
+            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+            shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
+            rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
+        else:
+            rows = rng.integers(0, 10**n_digits, size=size, dtype=np.int64)
+        keys = row_keys(rows)  # a row is new where it is its batch's first and not seen before: in order, as drawn
+        first = np.zeros(len(rows), bool)
+        first[np.unique(keys, return_index=True)[1]] = True
+        new = np.flatnonzero(first & ~np.isin(keys, seen))[:count - kept]
+        out.append(rows[new])
+        seen, kept = np.concatenate([seen, keys[new]]), kept + len(new)
+    return np.concatenate(out) if out else np.array(out)
+
+
+def row_keys(rows: np.ndarray) -> np.ndarray:
+    """(m, n) int64 -> (m,) one opaque scalar per row, equal where the rows are: rows compared whole, in numpy."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+
+def _draw_distinct_big(rng, n: int, n_digits: int, count: int, exclude: set, mixed: bool) -> np.ndarray:
+    """draw_distinct beyond int64, digit by digit."""
     out, seen = [], set(exclude)
-    hi = 10**n_digits
     while len(out) < count:
         size = (2 * (count - len(out)) + 16, n)
-        if n_digits <= 18:
-            if mixed:
-                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-                shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
-                rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
-            else:
-                rows = rng.integers(0, hi, size=size, dtype=np.int64)
-        else:  # beyond int64: draw digit by digit
-            width = np.full(size, n_digits)
-            if mixed:
-                width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-            shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
-            rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
-                              zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
+        width = np.full(size, n_digits)
+        if mixed:
+            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+        shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
+        rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
+                          zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
         for r in rows:
             k = tuple(int(v) for v in r)
             if k not in seen:
