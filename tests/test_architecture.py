@@ -52,6 +52,7 @@ LAYERS = (
     "sweepfiles",  # a sweep's members.csv and grok_steps.png
     "sweephosts",  # a sweep over several processes: joining, agreeing, gathering
     "sweepmembers",  # each member's run directory (recorder, checkpoints); the plan a resume reads
+    "sweepprogram",  # a sweep's members as one vmapped program, one step counter
     "sweep",  # many runs in one program
     "bookeval",  # the book's evaluation of a sequence run
     "hard",  # hard examples: the pairs a sequence run decodes wrong, for a round's replay

@@ -13,7 +13,7 @@ import numpy as np
 
 from miiii import apply_overrides, get_preset
 from miiii.runner import prepare, train_run
-from miiii.sweep import init_members, members_chunk
+from miiii.sweepprogram import init_members, members_chunk
 from miiii.train import make_trainer, task_data
 
 
@@ -151,8 +151,9 @@ VMAP_PRESETS = ("nanda-tiny", "addition")  # the issue's two: a full-batch grid 
 
 
 def vmap_seeds(preset: str, n_seeds: int, steps: int, repeats: int = 1) -> dict:
-    """n seeds vmapped into one program as `miiii sweep` runs them (`sweep.init_members`, `sweep.members_chunk`:
-    one shared step counter) vs one seed's jitted chunk: the cost factor (median of `repeats` timings of each)."""
+    """n seeds vmapped into one program as `miiii sweep` runs them (`sweepprogram.init_members`,
+    `sweepprogram.members_chunk`: one shared step counter) vs one seed's jitted chunk: the cost factor (median of
+    `repeats` timings of each)."""
     cfg = apply_overrides(get_preset(preset), [f"steps={steps}", f"chunk={steps}"])
     task = prepare(cfg)
     trainer = make_trainer(cfg, task)

@@ -23,7 +23,7 @@ from miiii.config import RecordConfig
 from miiii.files import free_bytes
 from miiii.record import GiB
 from miiii.runner import build, prepare
-from miiii.sweep import init_members, members_chunk
+from miiii.sweepprogram import init_members, members_chunk
 from miiii.train import task_data
 from miiii.validate import host_memory
 
