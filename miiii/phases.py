@@ -28,6 +28,11 @@ def finished_file(d: Path) -> Path:
     return d / (RESULT if (d / PLAN).is_file() else SUMMARY)
 
 
+def started_file(d: Path) -> Path:
+    """The file a phase writes first, before its task is drawn: a run's config.json, a screen's sweep-plan.json."""
+    return d / (PLAN if (d / PLAN).is_file() else CONFIG)
+
+
 def screen_pick(sweep_dir: Path) -> dict:
     """The member a finished screen hands on: of its members that did not diverge, the one with the lowest final
     training loss (ties: the first); its sweep.json row with its run directory as `dir`."""

@@ -123,17 +123,11 @@ def draw_distinct(
     column. Blocks at the high end only (short numbers) left the ones and tens columns unlearned.
     """
     if n_digits > 18:  # beyond int64: Python ints, a set of tuples
-        return _draw_distinct_big(rng, n, n_digits, count, exclude, mixed)
+        return draw_distinct_by_tuples(rng, n, n_digits, count, exclude, mixed)
     out, kept = [], 0
     seen = row_keys(np.array(sorted(exclude), np.int64).reshape(-1, n))
     while kept < count:
-        size = (2 * (count - kept) + 16, n)
-        if mixed:
-            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-            shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
-            rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
-        else:
-            rows = rng.integers(0, 10**n_digits, size=size, dtype=np.int64)
+        rows = draw_rows(rng, (2 * (count - kept) + 16, n), n_digits, mixed)
         keys = row_keys(rows)  # a row is new where it is its batch's first and not seen before: in order, as drawn
         first = np.zeros(len(rows), bool)
         first[np.unique(keys, return_index=True)[1]] = True
@@ -143,24 +137,34 @@ def draw_distinct(
     return np.concatenate(out) if out else np.array(out)
 
 
+def draw_rows(rng: np.random.Generator, size: tuple[int, int], n_digits: int, mixed: bool) -> np.ndarray:
+    """One batch of operand rows (draw_distinct's `mixed`): int64 up to 18 digits, Python ints digit by digit beyond."""
+    if n_digits <= 18:
+        if mixed:
+            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+            shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
+            return rng.integers(0, 10**width, dtype=np.int64) * 10**shift
+        return rng.integers(0, 10**n_digits, size=size, dtype=np.int64)
+    width = np.full(size, n_digits)
+    if mixed:
+        width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
+    shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
+    return np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
+                      zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
+
+
 def row_keys(rows: np.ndarray) -> np.ndarray:
     """(m, n) int64 -> (m,) one opaque scalar per row, equal where the rows are: rows compared whole, in numpy."""
     rows = np.ascontiguousarray(rows, np.int64)
     return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
 
 
-def _draw_distinct_big(rng, n: int, n_digits: int, count: int, exclude: set, mixed: bool) -> np.ndarray:
-    """draw_distinct beyond int64, digit by digit."""
+def draw_distinct_by_tuples(rng, n: int, n_digits: int, count: int, exclude: set, mixed: bool) -> np.ndarray:
+    """draw_distinct row by row with a set of tuples: beyond int64, where rows are Python ints (the same rows as
+    draw_distinct's numpy keeping at any size, which tests/test_tasks.py holds it to)."""
     out, seen = [], set(exclude)
     while len(out) < count:
-        size = (2 * (count - len(out)) + 16, n)
-        width = np.full(size, n_digits)
-        if mixed:
-            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-        shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
-        rows = np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
-                          zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)
-        for r in rows:
+        for r in draw_rows(rng, (2 * (count - len(out)) + 16, n), n_digits, mixed):
             k = tuple(int(v) for v in r)
             if k not in seen:
                 seen.add(k)

@@ -111,26 +111,6 @@ def test_addition_any_n_digits(n):
     assert seq[n] == PLUS and seq[2 * n + 1] == EQUALS and seq[-1] == EOS
 
 
-def _draw_distinct_by_rows(rng, n, n_digits, count, exclude, mixed=False):
-    """draw_distinct as a loop over rows with a set of tuples (how it was written before numpy did the keeping)."""
-    out, seen = [], set(exclude)
-    while len(out) < count:
-        size = (2 * (count - len(out)) + 16, n)
-        if mixed:
-            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
-            shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
-            rows = rng.integers(0, 10**width, dtype=np.int64) * 10**shift
-        else:
-            rows = rng.integers(0, 10**n_digits, size=size, dtype=np.int64)
-        for r in rows:
-            if (k := tuple(int(v) for v in r)) not in seen:
-                seen.add(k)
-                out.append(r)
-                if len(out) == count:
-                    break
-    return np.array(out)
-
-
 @pytest.mark.parametrize("n, n_digits, count, exclude, mixed", [
     (2, 10, 500, set(), False), (2, 10, 300, set(), True),  # the board's pairs, plain and with short blocks
     (2, 1, 95, {(3, 4), (0, 0), (9, 9)}, False),  # 97 of 100 pairs free: many redraws, duplicates within batches
@@ -138,11 +118,11 @@ def _draw_distinct_by_rows(rng, n, n_digits, count, exclude, mixed=False):
 def test_draw_distinct_keeps_the_rows_a_row_by_row_loop_keeps(n, n_digits, count, exclude, mixed):
     """The same rows in the same order from the same generator (every task's training and held-out pairs, and so
     every run, depend on it), each distinct and none excluded."""
-    from miiii.tokens import draw_distinct
+    from miiii.tokens import draw_distinct, draw_distinct_by_tuples
 
     got = draw_distinct(np.random.default_rng(3), n, n_digits, count, exclude, mixed)
-    np.testing.assert_array_equal(got, _draw_distinct_by_rows(np.random.default_rng(3), n, n_digits, count, exclude,
-                                                              mixed))
+    np.testing.assert_array_equal(got, draw_distinct_by_tuples(np.random.default_rng(3), n, n_digits, count, exclude,
+                                                               mixed))
     rows = {tuple(r) for r in got.tolist()}
     assert got.shape == (count, n) and got.dtype == np.int64 and len(rows) == count and not rows & exclude
 

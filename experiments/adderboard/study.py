@@ -37,9 +37,7 @@ from experiments.generated import same_or_say
 from miiii.errors import ConfigError, OneLineParser, lead, one_line_errors, out_folder
 from miiii.files import write_json_atomic, write_text_atomic
 from miiii.hard import round_file
-from miiii.phases import finished_file, phase_summary
-from miiii.rundir import CONFIG
-from miiii.sweepmembers import PLAN
+from miiii.phases import finished_file, phase_summary, started_file
 
 # the training loss (nats per answer digit, 10-digit operands) of a uniform guess at every digit, and of each digit's
 # marginal: the ten sum digits uniform, the eleventh (the carry out) 0 or 1 about evenly
@@ -147,16 +145,10 @@ def setting_record(s: Setting, runs: Path) -> dict | None:
                     hard.stat().st_mtime - finished_file(phases[k - 2]).stat().st_mtime, 1))
         rec["wall_s"] = round(sum(x["wall_s"] + x.get("hard", {}).get("find_s", 0) for x in rec["phases"]), 1)
         for x, p in zip(rec["phases"], phases, strict=True):  # start-up and the final evaluations too
-            x["elapsed_s"] = round(finished_file(p).stat().st_mtime - phase_start(p), 1)
+            x["elapsed_s"] = round(finished_file(p).stat().st_mtime - started_file(p).stat().st_mtime, 1)
         # a recipe stopped between phases waited there: its phases' own spans, each round's search for its pairs
         rec["elapsed_s"] = round(sum(x["elapsed_s"] + x.get("hard", {}).get("find_s", 0) for x in rec["phases"]), 1)
     return rec
-
-
-def phase_start(p: Path) -> float:
-    """When a phase began (mtime): the file it writes first, a sweep's plan (a screen) or a run's config.json, each
-    written before the task is drawn."""
-    return (p / PLAN if (p / PLAN).is_file() else p / CONFIG).stat().st_mtime
 
 
 def score_runs(summary: dict, runs: Path, out: Path) -> list[dict]:
