@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.adderboard.gauge import MODEL_PINS, PINS, free_entries, gauge_fixed
+from experiments.adderboard.gauge import AT_41, MODEL_PINS, PINS, free_entries, gauge_fixed, model_pins
 from miiii.config import ConfigError, apply_overrides
 from miiii.model import build_model, count_params
 from miiii.presets import get_preset
@@ -141,12 +141,16 @@ def test_the_41s_six_directions_change_no_logit_and_the_gauge_keeps_its_function
             lam = (dl * at).sum(-1, keepdims=True) / (at * at).sum(-1, keepdims=True)
             assert np.abs(dl - lam * at).max() < 1e-6 * noise
         assert np.abs(lam).max() > 0.1  # the temperature's: the logits themselves change
-    pinned = apply_overrides(cfg, [MODEL_PINS])
-    after = free_entries(gauge_fixed(p), pinned.model)
-    assert sum(v.size for v in after.values()) == 35 and len(PINS) == 5
-    a, b = _logits(cfg, {k: v.astype(np.float32) for k, v in p.items()}, x), _logits(pinned, after, x)
-    assert np.abs(a - b).max() < 1e-3 * np.abs(a).max()
-    assert (a.argmax(-1) == b.argmax(-1)).all()
+    a = _logits(cfg, {k: v.astype(np.float32) for k, v in p.items()}, x)
+    # at the trained 41's values (PINS) and at a screen member's sizes (gauge.py --at): free_entries refuses a pinned
+    # entry that does not hold its pin, so the pins' values are checked too
+    for pins, at in ((MODEL_PINS, AT_41), (model_pins(at=(7.0, 17.0, 5.0, 6.5)), (7.0, 17.0, 5.0, 6.5))):
+        pinned = apply_overrides(cfg, [pins])
+        after = free_entries(gauge_fixed(p, at), pinned.model)
+        assert sum(v.size for v in after.values()) == 35 and len(PINS) == 5
+        b = _logits(pinned, after, x)
+        assert np.abs(a - b).max() < 1e-3 * np.abs(a).max()
+        assert (a.argmax(-1) == b.argmax(-1)).all()
 
 
 def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_path, capsys):
@@ -170,6 +174,12 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     assert gauge([str(src), "--out", str(runs / "35"), "--rows", "64"]) == 0
     assert gauge([str(src), "--out", str(runs / "33"), "--rows", "64", "--head-free"]) == 0
     assert gauge([str(src), "--out", str(runs / "32"), "--rows", "64", "--head-free", "--temperature"]) == 0
+    # the pins at other values (a run trained on from its own sizes): the same argmax, the pins holding them
+    assert gauge([str(src), "--out", str(runs / "32a"), "--rows", "64", "--head-free", "--temperature", "--at",
+                  "30,40,8,6"]) == 0
+    assert json.loads((runs / "32a" / "gauged.json").read_text())["pins"] == [
+        "W_E_arc[0]=30", "shared_norm_0.scale[2]=40", "mlp.W_in[2]=8", "attn.W_Q[0,2,0]=0", "attn.W_Q[0,2,3]=0",
+        "mlp.W_out[:,2]=0", "shared_norm_0.scale[0]=6"]
     the_41 = load_module(submission)
     m41, _ = the_41.build_model()
     # the edge cases, the first 30 random pairs and 8 of the 41's recorded failures (~25 ms a case, 4 decoders)
@@ -178,7 +188,7 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
     pairs = board_pairs(30) + [tuple(map(int, f.split("+"))) for f in wrong[:: -(-len(wrong) // 8)]]
     want = [the_41.add(m41, a, b) for a, b in pairs]
     assert sum(w != a + b for w, (a, b) in zip(want, pairs, strict=True)) >= 8  # wrong as recorded: the check bites
-    for name, n in (("35", 35), ("33", 33), ("32", 32)):
+    for name, n in (("35", 35), ("33", 33), ("32", 32), ("32a", 32)):
         assert export_adder(runs / name, tmp_path / f"{name}.py")["params"] == n
         mod = load_module(tmp_path / f"{name}.py")
         model, _ = mod.build_model()
@@ -187,13 +197,16 @@ def test_gauge_writes_the_committed_41_as_a_35_and_a_32_that_decode_as_it(tmp_pa
 
     launch.derive("41a1-m7-b17-35p", runs)  # a setting's derived source, written before the setting trains
     launch.derive("41a1-m7-b17", runs)  # not a derived folder: nothing
-    assert sorted(p.name for p in runs.iterdir()) == ["32", "33", "35", "41a1-m7-b17", "41a1-m7-b17-35p"]
+    assert sorted(p.name for p in runs.iterdir()) == ["32", "32a", "33", "35", "41a1-m7-b17", "41a1-m7-b17-35p"]
     assert (runs / "41a1-m7-b17-35p" / "gauged.json").is_file()
     capsys.readouterr()
     assert gauge([str(src), "--out", str(runs / "35")]) == 2  # the folder exists
     assert gauge([str(runs / "35"), "--out", str(runs / "x")]) == 2  # already pinned: not the 41's structure
     err = capsys.readouterr().err
     assert "exists" in err and "the gauge is the 41's" in err and not (runs / "x").exists()
+    with pytest.raises(SystemExit) as e:  # --at needs four positive values
+        gauge([str(src), "--out", str(runs / "x"), "--at", "30,40,8"])
+    assert e.value.code == 2 and "--at" in capsys.readouterr().err and not (runs / "x").exists()
 
 
 @pytest.mark.parametrize("head_free,temperature", [(True, True), (False, False), (True, False)])

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from experiments.adderboard.recipes import Derived
 
 AMPLITUDE, SCALE_2, UP_2, SCALE_0 = 40.0, 50.0, 10.0, 7.0  # the pins' values
+AT_41 = (AMPLITUDE, SCALE_2, UP_2, SCALE_0)  # their values as one: the trained 41's sizes (gauge.py --at)
 ZERO_Q = (0, 3)  # the entries of Q's row 2 pinned at 0: a pair whose 2 x 2 solve is well conditioned on the trained 41
 
 
@@ -78,9 +79,12 @@ NORMS_41 = ("ln1+ln2+ln_final", "q_norm+k_norm")
 GAP = 1e-3
 
 
-def model_pins(head_free: bool = False, temperature: bool = False) -> str:
-    """The --set of the derived model's pins: PINS, and HEAD_FREE's and TEMPERATURE's when asked."""
-    return "model.pins=" + ",".join(PINS + HEAD_FREE * head_free + TEMPERATURE * temperature)
+def model_pins(head_free: bool = False, temperature: bool = False, at: tuple[float, ...] = AT_41) -> str:
+    """The --set of the derived model's pins: PINS, and HEAD_FREE's and TEMPERATURE's when asked, at the values `at`
+    (amplitude, the scale's dim 2, up's row 2, the scale's dim 0; the trained 41's by default)."""
+    amplitude, scale_2, up_2, scale_0 = at
+    return "model.pins=" + ",".join(pins_at(amplitude, scale_2, up_2) + HEAD_FREE * head_free
+                                    + temperature_at(scale_0) * temperature)
 
 
 def start_pins(amplitude: float, up: float, head_free: bool = True, temperature: bool = True) -> str:
@@ -89,7 +93,7 @@ def start_pins(amplitude: float, up: float, head_free: bool = True, temperature:
     their initial 1, up's row 2 at `up` (positive, both units), Q's two entries (and the write to dim 2, with
     head_free) at 0. Any positive amplitude and scale and nonzero up give the same functions (the module's
     directions); only where an optimizer starts differs."""
-    return "model.pins=" + ",".join(pins_at(amplitude, 1, up) + HEAD_FREE * head_free + temperature_at(1) * temperature)
+    return model_pins(head_free, temperature, at=(amplitude, 1.0, up, 1.0))
 
 
 MODEL_PINS = model_pins()
@@ -107,24 +111,25 @@ def check_source(m) -> None:
                           "of size 4, one pre-norm block, every position read out, no pins")
 
 
-def gauge_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def gauge_fixed(p: dict[str, np.ndarray], at: tuple[float, ...] = AT_41) -> dict[str, np.ndarray]:
     """The 41's flat parameters {path: array} moved along the six directions (float64) until the pinned entries hold
-    PINS' values: the same function, to the norms' eps."""
+    the values `at` (PINS' by default): the same function, to the norms' eps."""
+    amplitude, scale_2, up_2, _ = at
     p = {k: np.array(v, np.float64) for k, v in p.items()}
     arc, g, q = p["W_E_arc"], p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"][0]
     gate, up, down = (p[f"blocks_0/mlp/{k}"] for k in ("W_gate", "W_in", "W_out"))
     if not arc[0] > 0:
         raise ConfigError(f"the arc's amplitude is {arc[0]:g}: the global scale (1) needs it positive")
-    c = arc[0] / AMPLITUDE  # 1: the global scale
+    c = arc[0] / amplitude  # 1: the global scale
     arc[0] /= c
     g *= c
     for w in (q, gate, up, down):
         w /= c
-    c2 = SCALE_2 / g[2]  # 4: residual dim 2's scale against the gate's and up's row 2
+    c2 = scale_2 / g[2]  # 4: residual dim 2's scale against the gate's and up's row 2
     g[2] *= c2
     gate[2] /= c2
     up[2] /= c2
-    cj = UP_2 / up[2]  # 2, 3: each unit's up column against its down row
+    cj = up_2 / up[2]  # 2, 3: each unit's up column against its down row
     up *= cj[None]
     down /= cj[:, None]
     basis = q[:2].T  # 5, 6: row 2's part outside span(row 0, row 1) moved until its ZERO_Q entries are 0
@@ -167,25 +172,26 @@ def logits(cfg, flat: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     return np.asarray(model.apply({"params": params}, jnp.asarray(x))[0])
 
 
-def temperature_fixed(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """gauge_fixed's parameters moved along the head's temperature (9) until the RMSNorm scale's dim 0 is SCALE_0:
+def temperature_fixed(p: dict[str, np.ndarray], scale_0: float = SCALE_0) -> dict[str, np.ndarray]:
+    """gauge_fixed's parameters moved along the head's temperature (9) until the RMSNorm scale's dim 0 is `scale_0`:
     every logit of a position times one positive factor."""
     p = {k: v.copy() for k, v in p.items()}
     g, q = p["shared_norm_0/scale"], p["blocks_0/attn/W_Q"]
     if not g[0] > 0:
         raise ConfigError(f"the RMSNorm scale's dim 0 is {g[0]:g}: the head's temperature (9) needs it positive")
-    c = SCALE_0 / g[0]
+    c = scale_0 / g[0]
     g[:2] *= c
     q /= np.sqrt(c)
     p["blocks_0/mlp/W_gate"][:2] /= c
     p["blocks_0/mlp/W_in"][:2] /= c
-    g[0] = SCALE_0
+    g[0] = scale_0
     return p
 
 
-def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, temperature: bool = False) -> dict:
+def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, temperature: bool = False,
+          at: tuple[float, ...] = AT_41) -> dict:
     """OUT written: the run folder of the 35 that computes RUN_DIR's 41 (`head_free`, `temperature`: with those
-    pins too, decoding as it does); returns what the check measured."""
+    pins too, decoding as it does), its pins at the values `at`; returns what the check measured."""
     from experiments.adderboard.restore import write_source
     from miiii.config import apply_overrides
     from miiii.run import load_run
@@ -198,13 +204,13 @@ def gauge(run_dir: Path, out: Path, rows: int = 512, head_free: bool = False, te
     if not run.params:
         raise ConfigError(f"{run_dir} has no params.npz (the run has not finished)")
     check_source(run.config.model)
-    cfg = apply_overrides(run.config, [model_pins(head_free, temperature), f"train.init_from={run_dir}"])
+    cfg = apply_overrides(run.config, [model_pins(head_free, temperature, at), f"train.init_from={run_dir}"])
     before = {k: np.asarray(v) for k, v in flatten_params(run.params).items()}
-    moved = gauge_fixed(before)
+    moved = gauge_fixed(before, at)
     if head_free:
         moved["blocks_0/mlp/W_out"][:, 2] = 0.0
     if temperature:
-        moved = temperature_fixed(moved)
+        moved = temperature_fixed(moved, at[3])
     after = free_entries(moved, cfg.model)
     x = make_task(replace(run.config.task, n_train=8, n_valid=rows, replay="")).valid.x[:rows]
     a, b = logits(run.config, before, x), logits(cfg, after, x)
@@ -255,6 +261,14 @@ def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
         for r in records]
 
 
+def pin_values(text: str) -> tuple[float, ...]:
+    """--at's four positive numbers (argparse's type: a ValueError is its one-line usage error)."""
+    values = tuple(float(v) for v in text.split(","))
+    if len(values) != 4 or not all(v > 0 for v in values):
+        raise ValueError(text)
+    return values
+
+
 def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a finished run of the 41 (41a1-m7-b17; restore.py rebuilds it from its "
@@ -265,11 +279,15 @@ def main(argv=None) -> int:
                     "33, decoding as the 41 (every logit of a position times one positive factor)")
     ap.add_argument("--temperature", action="store_true", help="pin the head's temperature too (the RMSNorm scale's "
                     "dim 0 at 7): every logit of a position times one factor; with --head-free, the 32")
+    ap.add_argument("--at", type=pin_values, default=AT_41, metavar="A,S2,U2,S0",
+                    help="the pins' values: the arc's amplitude, the RMSNorm scale's dim 2, up's row 2 (both units), "
+                    "with --temperature the scale's dim 0 (default 40,50,10,7: the trained 41's sizes; a run to train "
+                    "on from its own sizes, e.g. a screen's member, takes its own, which move its entries least)")
     ap.add_argument("--rows", type=int, default=512, help="held-out rows the logits are compared on (default 512)")
     args = ap.parse_args(argv)
 
     def run() -> int:
-        r = gauge(args.run, args.out, args.rows, args.head_free, args.temperature)
+        r = gauge(args.run, args.out, args.rows, args.head_free, args.temperature, args.at)
         print(f"wrote {args.out}: {r['params']} parameters; on {r['rows']} held-out rows the logits are "
               f"{args.run}'s times a factor per position in [{r['factor'][0]:.4f}, {r['factor'][1]:.4f}], to "
               f"{r['logit_gap']:.1e} of the largest; every answer digit's argmax the same")

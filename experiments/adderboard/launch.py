@@ -89,4 +89,4 @@ def derive(name: str, runs: Path) -> None:
 
     for d in DERIVED:
         if d.name == name and not (runs / name).exists():
-            gauge(d.source_run(runs), runs / name, head_free=d.head_free, temperature=d.temperature)
+            gauge(d.source_run(runs), runs / name, head_free=d.head_free, temperature=d.temperature, at=d.at)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.adderboard.gauge import CHAIN, model_pins, start_pins
+from experiments.adderboard.gauge import AT_41, CHAIN, model_pins, start_pins
 from miiii.presets import SHARED_NORMS, TIES_41
 
 # Taghadouini's recipe (adder-146) with PyTorch's / MLX's initialisation and 300k training pairs
@@ -65,6 +65,11 @@ MODEL_32P = (*MODEL_41A1, model_pins(head_free=True, temperature=True))
 MODEL_32S = (*MODEL_41A1, start_pins(2.5, 0.02))
 # the 35 from a seed: its six exact pins alone at the start's scale (the head's temperature and write to dim 2 free)
 MODEL_35S = (*MODEL_41A1, start_pins(2.5, 0.02, head_free=False, temperature=False))
+# the preset adder-41-screened's screen member 4 (its stage's start) as the 35 and the 32 with the pins at its own
+# sizes (amplitude 6.92, the scale's dims 2 and 0 at 17.1 and 6.56, up's row 2 at 4.5 and 5.7), rounded
+AT_M4 = (7.0, 17.0, 5.0, 6.5)
+MODEL_35M = (*MODEL_41A1, model_pins(at=AT_M4))
+MODEL_32M = (*MODEL_41A1, model_pins(head_free=True, temperature=True, at=AT_M4))
 
 
 @dataclass(frozen=True)
@@ -89,15 +94,18 @@ class Derived:
     match measured and its export scored as a run's."""
     name: str
     why: str
-    source: str  # the trained run: a setting's, under the same runs folder (a phased setting's: its last phase)
+    source: str  # the trained run: a setting's, under the same runs folder (a phased setting's: its last phase; or
+    # SETTING/phase-K/member_k, a screen's member)
     head_free: bool = False  # gauge.py --head-free: the MLP's write to residual dim 2 pinned at 0 too
     temperature: bool = False  # gauge.py --temperature: the head's temperature pinned too
     trained: str = CHAIN  # how the source was trained, as the export's metadata says
+    at: tuple[float, ...] = AT_41  # gauge.py --at: the pins' values (the trained 41's sizes unless said)
 
     @property
     def flags(self) -> str:
         """gauge.py's options for this folder, as its command line gives them."""
-        return " --head-free" * self.head_free + " --temperature" * self.temperature
+        at = "" if self.at == AT_41 else " --at " + ",".join(f"{v:g}" for v in self.at)
+        return " --head-free" * self.head_free + " --temperature" * self.temperature + at
 
     def source_run(self, runs: Path) -> Path:
         """The source's run folder: RUNS/SOURCE, or its last phase when SOURCE is a recipe in phases."""
@@ -151,15 +159,17 @@ def curriculum(k: int) -> tuple[Setting, ...]:
                     init_from=f"41a1-cur6-m{k}", seed=k))
 
 
-def small_batch_stage(k: int) -> Setting:
-    """41-start-angle1-b16-cos's member k, alone, on through a stage at batch 16: 800k cosine steps from lr 1e-3 to 0
-    without weight decay (41a1-m7's long stages at batch 256 took 100k each; alone, not one of eight vmapped
-    members, a step at batch 16 costs a fraction of one at 256)."""
-    return Setting(f"41a1-b16c-m{k}-long", f"41-start-angle1-b16-cos's member {k} alone: 800k cosine steps from lr "
-                   "1e-3 to 0 without weight decay, batch 16",
-                   (*MODEL_41A1, *DATA, "train.batch_size=16", "train.eval_every=20000", "optim.lr=1e-3",
+def small_batch_stage(k: int, name: str = "", init_from: str = "", what: str = "",
+                      model: tuple[str, ...] = MODEL_41A1) -> Setting:
+    """41-start-angle1-b16-cos's member k (or `init_from`, the run `what` names), alone, on through a stage at batch
+    16: 800k cosine steps from lr 1e-3 to 0 without weight decay, seed k (41a1-m7's long stages at batch 256 took 100k
+    each; alone, not one of eight vmapped members, a step at batch 16 costs a fraction of one at 256)."""
+    what = what or f"41-start-angle1-b16-cos's member {k} alone"
+    return Setting(name or f"41a1-b16c-m{k}-long", f"{what}: 800k cosine steps from lr 1e-3 to 0 without weight "
+                   "decay, batch 16",
+                   (*model, *DATA, "train.batch_size=16", "train.eval_every=20000", "optim.lr=1e-3",
                     "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0"), steps=800_000,
-                   init_from=f"41-start-angle1-b16-cos/member_{k:03d}", seed=k)
+                   init_from=init_from or f"41-start-angle1-b16-cos/member_{k:03d}", seed=k)
 
 
 def round_sets(model: tuple[str, ...], lr: str) -> tuple[str, ...]:

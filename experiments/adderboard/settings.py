@@ -4,16 +4,19 @@ the preset adder-146 with the changes it names (experiments/adderboard/study.py 
 from __future__ import annotations
 
 from experiments.adderboard.recipes import (
+    AT_M4,
     BASE,
     DATA,
     FROM_ARC,
     GAUGED_41,
     HEAD_FREE_41,
+    MODEL_32M,
     MODEL_32P,
     MODEL_32S,
     MODEL_33P,
     MODEL_35G,
     MODEL_35GR,
+    MODEL_35M,
     MODEL_35P,
     MODEL_35R,
     MODEL_35S,
@@ -46,6 +49,9 @@ from experiments.adderboard.recipes import (
 # 41-start-angle1-b16-cos's recipe after its model: the from-seed screens of the 41's derived models train as it did
 B16_COS = ("optim.lr=1e-2", *DATA, "train.batch_size=16", "optim.schedule=cosine", "optim.final_lr_frac=0")
 
+M4 = "preset-41-screened/phase-1/member_004"  # the preset adder-41-screened's screen member that its stage continues
+M4_TRAINED = "the preset adder-41-screened's screen, from its seeds"
+
 DERIVED = (
     Derived(GAUGED_41, "the trained 41 (41a1-m7-b17) with its six exact symmetries fixed by pins (gauge.py): the "
             "same logits from 35 parameters", "41a1-m7-b17"),
@@ -62,6 +68,12 @@ DERIVED = (
             "preset-41-screened, its last phase), as 41a1-m7-b17-32p is the first 41's: every argmax its own, from 32 "
             "parameters", "preset-41-screened", head_free=True, temperature=True,
             trained="the preset adder-41-screened, from its seeds"),
+    Derived("preset-41-m4-35m", "the preset adder-41-screened's screen member 4 (its stage's start, 240k steps) "
+            "with its six exact symmetries pinned at its own sizes (gauge.py --at): the same logits from 35 "
+            "parameters, to train on in them", M4, trained=M4_TRAINED, at=AT_M4),
+    Derived("preset-41-m4-32m", "preset-41-m4-35m with the head's write to dim 2 and its temperature pinned too (at "
+            "its own size): every argmax the member's, from 32 parameters, to train on in them", M4, head_free=True,
+            temperature=True, trained=M4_TRAINED, at=AT_M4),
 )
 # united hard pairs: n6's round's (q5@6), then every round's of the chain so far (the rounds on their run's own alone
 # rose and fell)
@@ -276,6 +288,11 @@ SEARCH = (
     Setting("preset-41-screened", "the preset adder-41-screened from its seeds: 41-start-angle1-b16-cos as its "
             "screen, the stage from its member with the lowest training loss, one round (41a1-b16c-m4-r1's): the "
             "qualifying 41's path as one preset, under 60 minutes?", (), phased="adder-41-screened"),
+    *(r for n, model in ((35, MODEL_35M), (32, MODEL_32M)) for r in (
+        small_batch_stage(4, f"{n}m-m4-long", f"preset-41-m4-{n}m", f"preset-41-m4-{n}m (the preset's screen member "
+                          f"4 in {n} parameters) alone, as the preset's stage", model),
+        *chain(f"{n}m-m4-r", f"{n}m-m4-long", range(1, 2), "a round as the preset's (41a1-b16c-m4-r1's) in its "
+               f"{n} parameters", keep=(), share=0.9, model=model))),
     Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (41-lone-s1, 41a1-b16c-m4-long's stage, then "
             "41a1-b16c-m4-r1 and -r2 as phases): do two rounds take the other lone seed's path to 0.99?", (),
             phased="adder-41-rounds", seed=1),
@@ -314,7 +331,7 @@ def needs(names, present=frozenset()) -> tuple[str, ...]:
         if name in present:
             continue
         if isinstance(s, Derived):
-            todo.append(s.source)
+            todo.append(s.source.partition("/")[0])
         else:
             todo += [h.partition("@")[0] for h in s.hard] + ([s.init_from.partition("/")[0]] if s.init_from else [])
     return tuple(n for n in settings if n in seen)

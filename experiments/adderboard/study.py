@@ -350,7 +350,8 @@ def study(args) -> int:
     if not settings and not derived:
         raise ConfigError(f"no setting of the search has finished runs under {args.runs}")
     summary = {"qualify": QUALIFY, "settings": settings} | ({"derived": derived} if derived else {})
-    summary["scores"] = score_runs(summary, args.runs, args.out) + score_derived(derived, args.runs, args.out)
+    summary["scores"] = (score_runs(summary, args.runs, args.out)  # derived folders, as runs, at EXPORT_AT or above
+                         + score_derived([r for r in derived if r["exact"] >= EXPORT_AT], args.runs, args.out))
     if args.only:  # the other settings' records stay as the bundle has them (their runs may be gone)
         summary = merged(args.out / "summaries" / "search.json", summary)
     (args.out / "summaries").mkdir(parents=True, exist_ok=True)
