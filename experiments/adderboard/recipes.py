@@ -160,14 +160,14 @@ def curriculum(k: int) -> tuple[Setting, ...]:
 
 
 def small_batch_stage(k: int, name: str = "", init_from: str = "", what: str = "",
-                      model: tuple[str, ...] = MODEL_41A1) -> Setting:
+                      model: tuple[str, ...] = MODEL_41A1, lr: str = "1e-3") -> Setting:
     """41-start-angle1-b16-cos's member k (or `init_from`, the run `what` names), alone, on through a stage at batch
-    16: 800k cosine steps from lr 1e-3 to 0 without weight decay, seed k (41a1-m7's long stages at batch 256 took 100k
+    16: 800k cosine steps from `lr` to 0 without weight decay, seed k (41a1-m7's long stages at batch 256 took 100k
     each; alone, not one of eight vmapped members, a step at batch 16 costs a fraction of one at 256)."""
     what = what or f"41-start-angle1-b16-cos's member {k} alone"
-    return Setting(name or f"41a1-b16c-m{k}-long", f"{what}: 800k cosine steps from lr 1e-3 to 0 without weight "
+    return Setting(name or f"41a1-b16c-m{k}-long", f"{what}: 800k cosine steps from lr {lr} to 0 without weight "
                    "decay, batch 16",
-                   (*model, *DATA, "train.batch_size=16", "train.eval_every=20000", "optim.lr=1e-3",
+                   (*model, *DATA, "train.batch_size=16", "train.eval_every=20000", f"optim.lr={lr}",
                     "optim.weight_decay=0", "optim.schedule=cosine", "optim.final_lr_frac=0"), steps=800_000,
                    init_from=init_from or f"41-start-angle1-b16-cos/member_{k:03d}", seed=k)
 
