@@ -288,13 +288,13 @@ SEARCH = (
     Setting("preset-41-screened", "the preset adder-41-screened from its seeds: 41-start-angle1-b16-cos as its "
             "screen, the stage from its member with the lowest training loss, one round (41a1-b16c-m4-r1's): the "
             "qualifying 41's path as one preset, under 60 minutes?", (), phased="adder-41-screened"),
-    *(r for n, model, lr, stem in ((35, MODEL_35M, "1e-3", "long"), (32, MODEL_32M, "1e-3", "long"),
-                                   (35, MODEL_35M, "3e-4", "slow"))
-      for r in (
-        small_batch_stage(4, f"{n}m-m4-{stem}", f"preset-41-m4-{n}m", f"preset-41-m4-{n}m (the preset's screen member "
-                          f"4 in {n} parameters) alone, as the preset's stage", model, lr),
-        *chain(f"{n}m-m4-{stem}-r" if stem != "long" else f"{n}m-m4-r", f"{n}m-m4-{stem}", range(1, 2), "a round as "
-               f"the preset's (41a1-b16c-m4-r1's) in its {n} parameters", keep=(), share=0.9, model=model))),
+    *(r for n, model in ((35, MODEL_35M), (32, MODEL_32M)) for r in (
+        small_batch_stage(4, f"{n}m-m4-long", f"preset-41-m4-{n}m", f"preset-41-m4-{n}m (the preset's screen member "
+                          f"4 in {n} parameters) alone, as the preset's stage", model),
+        *chain(f"{n}m-m4-r", f"{n}m-m4-long", range(1, 2), "a round as the preset's (41a1-b16c-m4-r1's) in its "
+               f"{n} parameters", keep=(), share=0.9, model=model))),
+    small_batch_stage(4, "35m-m4-slow", "preset-41-m4-35m", "preset-41-m4-35m alone, as the preset's stage from a "
+                      "third of its lr (is 35m-m4-long's lag behind the 41 a step too large?)", MODEL_35M, "3e-4"),
     Setting("preset-41-rounds-s1", "the preset adder-41-rounds at seed 1 (41-lone-s1, 41a1-b16c-m4-long's stage, then "
             "41a1-b16c-m4-r1 and -r2 as phases): do two rounds take the other lone seed's path to 0.99?", (),
             phased="adder-41-rounds", seed=1),
