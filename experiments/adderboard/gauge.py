@@ -20,7 +20,7 @@ Three more change every logit of a position by one positive factor, so no argmax
 runs), though they change the loss:
   7, 8. the MLP's write to residual dim 2 (HEAD_FREE, `--head-free`, pinned at 0): in one block the MLP's output is
      read by ln_final alone, and there dim 2 (where the tied head's arc is 0) enters only the RMS;
-  9. the head's temperature (TEMPERATURE, `--temperature`, the scale's dim 0 pinned at 7): the scale's dims 0 and 1
+  9. the head's temperature (temperature_at, `--temperature`, the scale's dim 0 pinned at 7): the scale's dims 0 and 1
      * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: q and k grow by sqrt(c), which the QK-norm undoes, V
      and O (both Q) meet c / sqrt(c)^2 = 1, the MLP reads what it read, and ln_final's logits (the arc is 0 in dim
      2) are c times the 41's.
@@ -67,7 +67,6 @@ def temperature_at(scale_0: float) -> tuple[str, ...]:
     return (f"shared_norm_0.scale[0]={scale_0:g}",)
 
 
-TEMPERATURE = temperature_at(SCALE_0)  # at the trained 41's value (with HEAD_FREE, the 32)
 GAUGED = "gauged.json"
 CHAIN = "its chain of study settings"  # how a derived folder's source was trained, unless its Derived says
 # the 41's structure, which the directions need: V = Q and O = Q^T (5, 6, 9), K a turn of Q, the three RMSNorms one
@@ -80,8 +79,8 @@ GAP = 1e-3
 
 
 def model_pins(head_free: bool = False, temperature: bool = False, at: tuple[float, ...] = AT_41) -> str:
-    """The --set of the derived model's pins: PINS, and HEAD_FREE's and TEMPERATURE's when asked, at the values `at`
-    (amplitude, the scale's dim 2, up's row 2, the scale's dim 0; the trained 41's by default)."""
+    """The --set of the derived model's pins: PINS' entries, and HEAD_FREE's and temperature_at's when asked, at
+    the values `at` (amplitude, the scale's dim 2, up's row 2, the scale's dim 0; the trained 41's by default)."""
     amplitude, scale_2, up_2, scale_0 = at
     return "model.pins=" + ",".join(pins_at(amplitude, scale_2, up_2) + HEAD_FREE * head_free
                                     + temperature_at(scale_0) * temperature)
@@ -262,10 +261,13 @@ def score_derived(records: list[dict], runs: Path, out: Path) -> list[dict]:
 
 
 def pin_values(text: str) -> tuple[float, ...]:
-    """--at's four positive numbers (argparse's type: a ValueError is its one-line usage error)."""
-    values = tuple(float(v) for v in text.split(","))
+    """--at's four positive numbers (argparse's type: its error is the one-line usage error)."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
     if len(values) != 4 or not all(v > 0 for v in values):
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"'{text}' is not four positive numbers A,S2,U2,S0")
     return values
 
 
