@@ -139,15 +139,13 @@ def draw_distinct(
 
 def draw_rows(rng: np.random.Generator, size: tuple[int, int], n_digits: int, mixed: bool) -> np.ndarray:
     """One batch of operand rows (draw_distinct's `mixed`): int64 up to 18 digits, Python ints digit by digit beyond."""
+    width = (np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size)) if mixed
+             else np.full(size, n_digits))  # each operand's digits (mixed: half of them a shorter block)
     if n_digits <= 18:
         if mixed:
-            width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
             shift = rng.integers(0, n_digits - width + 1, dtype=np.int64)
             return rng.integers(0, 10**width, dtype=np.int64) * 10**shift
         return rng.integers(0, 10**n_digits, size=size, dtype=np.int64)
-    width = np.full(size, n_digits)
-    if mixed:
-        width = np.where(rng.random(size) < 0.5, n_digits, rng.integers(0, n_digits + 1, size=size))
     shift = rng.integers(0, n_digits - width + 1) if mixed else np.zeros(size, int)
     return np.array([[int("".join(map(str, rng.integers(0, 10, w))) or 0) * 10 ** int(z) for w, z in
                       zip(r, zr, strict=True)] for r, zr in zip(width, shift, strict=True)], dtype=object)

@@ -209,7 +209,7 @@ def results_md(summary: dict) -> str:
         hit = sum(m["exact"] is not None and m["exact"] >= 0.99 for m in r["members"])
         after = f" after {r['init_from']}" if r["init_from"] else ""
         lines.append(f"| {r['name']} | {r['params']} | {r['steps']:,}{after} | {per} | {hit} of {len(r['members'])} | "
-                     f"{r['wall_s'] / 60:.1f}{'*' if r.get('resumed') else ''} |")
+                     f"{minutes(r['wall_s'], r.get('resumed'))} |")
     phased = [r for r in summary["settings"] if len(r.get("phases") or ()) > 1]  # one phase: the main table says it
     if phased:
         lines += ["", "## Phased presets, phase by phase", "",
@@ -226,11 +226,11 @@ def results_md(summary: dict) -> str:
                   "|---|---|---|---|---|---|"]
         lines += [f"| {r['name']} | {k} | {x['steps']:,} | {'–' if x['exact'] is None else format(x['exact'], '.4f')}"
                   + (f" (member {c['member']} of {c['members']}, seed {c['seed']})" if (c := x.get("screen")) else "")
-                  + f" | {x['wall_s'] / 60:.1f}{'*' if x.get('resumed') else ''}"
-                  + (f" + {h['find_s'] / 60:.1f} ({h['pairs']:,} hard pairs)" if (h := x.get("hard")) else "")
+                  + f" | {minutes(x['wall_s'], x.get('resumed'))}"
+                  + (f" + {minutes(h['find_s'])} ({h['pairs']:,} hard pairs)" if (h := x.get("hard")) else "")
                   + f" | {minutes(x.get('elapsed_s'), x.get('resumed'))} |"
                   for r in phased for k, x in enumerate(r["phases"], 1)]
-        lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | {r['wall_s'] / 60:.1f} "
+        lines += [f"| {r['name']} | all | {sum(x['steps'] for x in r['phases']):,} | | {minutes(r['wall_s'])} "
                   f"| {minutes(r.get('elapsed_s'), any(x.get('resumed') for x in r['phases']))} |" for r in phased]
     profiled = [r for r in summary["settings"] if r.get("profile")]
     if profiled:
