@@ -220,7 +220,7 @@ presets: $(STAMP)  ## list the presets
 	$(BIN)/python -m miiii presets
 
 JOBS ?= 3
-test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off; compiled with most XLA optimisations off, JAX_DISABLE_MOST_OPTIMIZATIONS=0 for on); all but the multi-process/multi-device sweeps (make test-multihost), the study scripts end to end (make test-studies) and the notebook (make test-notebook)
+test: $(STAMP)  ## run the test suite in JOBS=3 pytest workers (CPU, under 10 minutes on 2 cores; compile cache: ~/.cache/miiii/jax, MIIII_COMPILE_CACHE=DIR|off; compiled with most XLA optimisations off, JAX_DISABLE_MOST_OPTIMIZATIONS=0 for on, and XLA's legacy CPU fusion emitters, which compile in about half the time: tests/conftest.py); all but the multi-process/multi-device sweeps (make test-multihost), the study scripts end to end (make test-studies) and the notebook (make test-notebook)
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal -m "not multihost and not study and not notebook" $(ARGS)
 
 test-multihost: $(STAMP)  ## the sweeps across two local CPU processes (jax.distributed, gloo) and over four host devices, ~2 min; left out of make test to keep it under 10 minutes
