@@ -60,7 +60,8 @@ UNOPTIMIZED = jax.config.values["jax_disable_most_optimizations"]  # the session
 
 @pytest.fixture(autouse=True)
 def _optimized(request):
-    """`@pytest.mark.optimized`: this test compiles with XLA's optimisations, as the project's users do: the preset
+    """`@pytest.mark.optimized`: this test compiles with XLA's optimisations, as the project's users do (but with the
+    session's fusion emitters, above: the fingerprints' logits hold to their rtol either way): the preset
     fingerprints (bits written by an optimised build) and the grokking runs (thousands of steps, where running
     costs more than compiling).
 
