@@ -20,10 +20,10 @@ Three more change every logit of a position by one positive factor, so no argmax
 runs), though they change the loss:
   7, 8. the MLP's write to residual dim 2 (HEAD_FREE, `--head-free`, pinned at 0): in one block the MLP's output is
      read by ln_final alone, and there dim 2 (where the tied head's arc is 0) enters only the RMS;
-  9. the head's temperature (temperature_at, `--temperature`, the scale's dim 0 pinned at 7): the scale's dims 0 and 1
-     * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: q and k grow by sqrt(c), which the QK-norm undoes, V
-     and O (both Q) meet c / sqrt(c)^2 = 1, the MLP reads what it read, and ln_final's logits (the arc is 0 in dim
-     2) are c times the 41's.
+  9. the head's temperature (temperature_at, `--temperature`, the scale's dim 0 pinned at 7, or --at's S0): the
+     scale's dims 0 and 1 * c, Q / sqrt(c), the gate's and up's rows 0 and 1 / c: q and k grow by sqrt(c), which the
+     QK-norm undoes, V and O (both Q) meet c / sqrt(c)^2 = 1, the MLP reads what it read, and ln_final's logits (the
+     arc is 0 in dim 2) are c times the 41's.
 Directions 1 and 9 need c > 0 (an RMSNorm is odd): the trained amplitude and the scale's dim 0 must be positive.
 With both, 32 parameters decode as the 41.
 The result is written as a run folder (its config the source's with model.pins, its parameters the free entries),
@@ -280,7 +280,7 @@ def main(argv=None) -> int:
     ap.add_argument("--head-free", action="store_true", help="pin the MLP's write to residual dim 2 at 0 too: the "
                     "33, decoding as the 41 (every logit of a position times one positive factor)")
     ap.add_argument("--temperature", action="store_true", help="pin the head's temperature too (the RMSNorm scale's "
-                    "dim 0 at 7): every logit of a position times one factor; with --head-free, the 32")
+                    "dim 0 at 7, or --at's S0): every logit of a position times one factor; with --head-free, the 32")
     ap.add_argument("--at", type=pin_values, default=AT_41, metavar="A,S2,U2,S0",
                     help="the pins' values: the arc's amplitude, the RMSNorm scale's dim 2, up's row 2 (both units), "
                     "with --temperature the scale's dim 0 (default 40,50,10,7: the trained 41's sizes; a run to train "
